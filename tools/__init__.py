@@ -1,0 +1,1 @@
+"""Tool packs: argument schemas, implementations and example utterances."""

@@ -1,0 +1,179 @@
+"""`voice-agent`: serve, call (the simulator), twiml, demo."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+
+from websockets.exceptions import InvalidHandshake, InvalidURI
+
+from voice_agent.config import ConfigError, Settings, load_settings
+from voice_agent.transports.server import PCM_PATH, TWILIO_PATH
+
+EXIT_USAGE = 2
+EXIT_FAILED = 1
+
+
+def _params(values: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"--param expects KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="voice-agent", description=__doc__)
+    p.add_argument("--config", type=Path, help="TOML settings file")
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("serve", help="serve the /twilio and /pcm websocket endpoints")
+    s.add_argument("--host")
+    s.add_argument("--port", type=int)
+    s.add_argument("--max-calls", type=int)
+
+    c = sub.add_parser("call", help="simulate a Twilio call against a server")
+    c.add_argument("url", help="ws://HOST:PORT/twilio")
+    c.add_argument("--wav", type=Path, required=True, help="caller audio (any PCM WAV)")
+    c.add_argument("--out", type=Path, required=True, help="where to write the reply WAV")
+    c.add_argument("--token", help="sent as the `token` custom parameter")
+    c.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    c.add_argument(
+        "--max-tail-s",
+        type=float,
+        default=15.0,
+        help="longest wait for replies after the caller's audio ends",
+    )
+
+    t = sub.add_parser("twiml", help="print the TwiML <Connect><Stream> snippet")
+    t.add_argument("--url", required=True, help="wss://your.host/twilio")
+    t.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+
+    d = sub.add_parser("demo", help="the end-to-end demo call on loopback")
+    d.add_argument("--out-dir", type=Path, default=Path("out"))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        if args.command == "twiml":
+            return _twiml(args)
+        overrides = {}
+        if args.command == "serve":
+            overrides["server"] = {
+                "host": args.host,
+                "port": args.port,
+                "max_calls": args.max_calls,
+            }
+        settings = load_settings(args.config, **overrides)
+        if args.command == "serve":
+            return asyncio.run(_serve(settings))
+        if args.command == "call":
+            return asyncio.run(_call(args))
+        return asyncio.run(_demo(settings, args.out_dir))
+    except ConfigError as exc:
+        print(f"voice-agent: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except argparse.ArgumentTypeError as exc:
+        print(f"voice-agent: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 0
+
+
+def _twiml(args: argparse.Namespace) -> int:
+    from voice_agent.twiml import twiml_connect_stream
+
+    try:
+        print(twiml_connect_stream(args.url, _params(args.param)), end="")
+    except ValueError as exc:
+        print(f"voice-agent twiml: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
+async def _serve(settings: Settings) -> int:
+    from voice_agent.echo import EchoSession
+    from voice_agent.transports.server import VoiceServer
+
+    server = VoiceServer(settings, EchoSession)
+    try:
+        await server.start()
+    except OSError as exc:
+        cfg = settings.server
+        print(f"voice-agent serve: cannot listen on {cfg.host}:{cfg.port}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    base = f"ws://{settings.server.host}:{server.port}"
+    print(
+        f"voice-agent: serving {base}{TWILIO_PATH} (Twilio Media Streams) and {base}{PCM_PATH} "
+        "(raw PCM16)\n"
+        "voice-agent: the speech pipeline is not built yet; calls get the echo stand-in "
+        "(it repeats each caller turn). Ctrl-C stops.",
+        flush=True,
+    )
+    try:
+        await server.serve_forever()
+    except asyncio.CancelledError:
+        pass
+    finally:
+        await server.close()
+    return 0
+
+
+async def _call(args: argparse.Namespace) -> int:
+    from voice_agent.simulator import simulate_call
+    from voice_agent.wav import WavError, read_wav, write_wav
+
+    try:
+        caller, rate = read_wav(args.wav)
+    except WavError as exc:
+        print(f"voice-agent call: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        summary, reply = await simulate_call(
+            args.url,
+            caller,
+            rate,
+            token=args.token,
+            parameters=_params(args.param),
+            max_tail_s=args.max_tail_s,
+        )
+    except (OSError, InvalidHandshake, InvalidURI) as exc:
+        print(f"voice-agent call: cannot call {args.url}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    write_wav(args.out, reply, 8000)
+    print(json.dumps(summary.to_json(), indent=2))
+    return 0
+
+
+async def _demo(settings: Settings, out_dir: Path) -> int:
+    from voice_agent.demo import run_demo
+
+    try:
+        summary = await run_demo(settings, out_dir)
+    except RuntimeError as exc:
+        print(f"voice-agent demo: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(json.dumps(summary.to_json(), indent=2))
+    print(
+        f"voice-agent demo: caller audio in {out_dir / 'demo-caller.wav'}, what the caller "
+        f"heard in {out_dir / 'demo-reply.wav'} (echo stand-in until the pipeline lands)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Settings: one validated model for the whole process.
+
+Sources, strongest first: explicit overrides (CLI flags), environment variables with the
+`VOICE_AGENT_` prefix (nested fields joined by `__`, e.g. `VOICE_AGENT_SERVER__PORT=9000`),
+an optional TOML file (`--config FILE` or `VOICE_AGENT_CONFIG=FILE`), then the defaults.
+Invalid values fail at start with `ConfigError`, whose message names each bad field.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+ENV_PREFIX = "VOICE_AGENT_"
+CONFIG_FILE_ENV = ENV_PREFIX + "CONFIG"
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; the message says which field and why."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535, description="0 picks a free port")
+    max_calls: int = Field(8, ge=1, description="concurrent calls; the next is refused")
+    max_message_bytes: int = Field(
+        64 * 1024, ge=1024, description="largest websocket message accepted (close 1009)"
+    )
+    start_timeout_s: float = Field(10.0, gt=0, description="time allowed before `start`")
+    slow_consumer_timeout_s: float = Field(
+        5.0, gt=0, description="a send blocked this long ends the call (close 4408)"
+    )
+    public_url: str | None = Field(
+        None,
+        description="the wss:// base URL Twilio dials, used to check X-Twilio-Signature "
+        "behind a proxy; by default it is rebuilt from the Host header",
+    )
+
+
+class AuthSettings(_Section):
+    pcm_secret: SecretStr | None = Field(
+        None, description="when set, /pcm needs `Authorization: Bearer S` or `?token=S`"
+    )
+    twilio_auth_token: SecretStr | None = Field(
+        None, description="when set, /twilio checks the X-Twilio-Signature handshake header"
+    )
+    twilio_stream_token: SecretStr | None = Field(
+        None,
+        description="when set (and no auth token), /twilio needs a `token` custom "
+        "parameter in the start message",
+    )
+
+
+class BudgetSettings(_Section):
+    """Latency budgets in milliseconds (the pipeline enforces them)."""
+
+    turn_ms: int = Field(1200, gt=0, description="end of caller speech to first reply audio")
+    end_of_turn_ms: int = Field(300, gt=0)
+    asr_final_ms: int = Field(250, gt=0)
+    engine_ms: int = Field(500, gt=0)
+    tts_first_audio_ms: int = Field(250, gt=0)
+
+    @model_validator(mode="after")
+    def _stages_fit_turn(self) -> BudgetSettings:
+        if self.engine_ms > self.turn_ms:
+            raise ValueError(f"engine_ms={self.engine_ms} exceeds turn_ms={self.turn_ms}")
+        return self
+
+
+class ModelSettings(_Section):
+    asr_model: Literal["tiny.en", "base"] = "tiny.en"
+    device: Literal["cpu", "cuda"] = "cpu"
+    tts_voice: str = "en_US-joe-medium"
+    tts_backend: Literal["piper", "espeak"] = "piper"
+    llm: str = Field("embedded", description="`embedded` or a local checkpoint directory")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    server: ServerSettings = ServerSettings()
+    auth: AuthSettings = AuthSettings()
+    budgets: BudgetSettings = BudgetSettings()
+    models: ModelSettings = ModelSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build the settings from overrides, environment, TOML file and defaults.
+
+    `overrides` are nested dicts by section, e.g. `server={"port": 9000}`; None values
+    are dropped so unset CLI flags do not shadow the environment. Raises ConfigError.
+    """
+    if config_file is None and os.environ.get(CONFIG_FILE_ENV):
+        config_file = Path(os.environ[CONFIG_FILE_ENV])
+    if config_file is not None:
+        _check_toml(config_file)
+    cleaned = {
+        section: {k: v for k, v in values.items() if v is not None}
+        for section, values in overrides.items()
+    }
+
+    class _FileSettings(Settings):
+        model_config = SettingsConfigDict(toml_file=config_file)
+
+    try:
+        # BaseSettings' typed __init__ lists only its own options; sections go in as data.
+        file_settings: Any = _FileSettings
+        return Settings.model_validate(file_settings(**cleaned).model_dump())
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigError(f"invalid configuration: {problems}") from None
+
+
+def _check_toml(path: Path) -> None:
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None

@@ -1,0 +1,1 @@
+"""Transports: sans-I/O wire codecs and the websocket server around them."""

@@ -1,0 +1,276 @@
+"""The websocket server: a thin asyncio shell around the sans-I/O codecs.
+
+Paths: `/twilio` (Twilio Media Streams) and `/pcm` (raw PCM16, see the README). One
+session per connection. Bad input closes only that connection, with a specific code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from dataclasses import dataclass
+from http import HTTPStatus
+from urllib.parse import urlsplit
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from voice_agent.clock import Clock, MonotonicClock
+from voice_agent.config import Settings
+from voice_agent.events import CallStarted, CallStopped, MarkReceived, OutboundEvent
+from voice_agent.transports.auth import (
+    bearer_or_query_token,
+    secret_matches,
+    twilio_signature_valid,
+)
+from voice_agent.transports.call import Inbound, SessionFactory
+from voice_agent.transports.errors import CloseCode, ProtocolError
+from voice_agent.transports.pcm import PcmCodec
+from voice_agent.transports.player import AudioPlayer
+from voice_agent.transports.twilio import TwilioCodec
+
+log = logging.getLogger(__name__)
+
+TWILIO_PATH = "/twilio"
+PCM_PATH = "/pcm"
+HANGUP_GRACE_S = 5.0
+"""After the caller hangs up, the session gets this long to finish before it is cancelled."""
+CALL_LOG_SIZE = 1000
+
+Codec = TwilioCodec | PcmCodec
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """How one connection ended (kept for operators and tests)."""
+
+    path: str
+    call_id: str | None
+    close_code: int
+    close_reason: str
+
+
+class VoiceServer:
+    """Serves `/twilio` and `/pcm`. Use `async with VoiceServer(...)` or start()/close()."""
+
+    def __init__(
+        self, settings: Settings, session_factory: SessionFactory, clock: Clock | None = None
+    ) -> None:
+        self.settings = settings
+        self._factory = session_factory
+        self._clock = clock or MonotonicClock()
+        self._server: Server | None = None
+        self.active_calls = 0
+        self.calls: collections.deque[CallRecord] = collections.deque(maxlen=CALL_LOG_SIZE)
+
+    async def start(self) -> None:
+        cfg = self.settings.server
+        self._server = await serve(
+            self._handle,
+            cfg.host,
+            cfg.port,
+            process_request=self._check_request,
+            max_size=cfg.max_message_bytes,
+            compression=None,
+        )
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("server not started")
+        return int(next(iter(self._server.sockets)).getsockname()[1])
+
+    async def serve_forever(self) -> None:
+        if self._server is None:
+            await self.start()
+        assert self._server is not None
+        await self._server.serve_forever()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def __aenter__(self) -> VoiceServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ handshake
+
+    def _check_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        path = urlsplit(request.path).path
+        auth = self.settings.auth
+        if path == PCM_PATH and auth.pcm_secret is not None:
+            token = bearer_or_query_token(request.headers.get("Authorization"), request.path)
+            if not secret_matches(token, auth.pcm_secret.get_secret_value()):
+                return connection.respond(
+                    HTTPStatus.UNAUTHORIZED, "missing or wrong token (Bearer header or ?token=)\n"
+                )
+        elif path == TWILIO_PATH and auth.twilio_auth_token is not None:
+            url = self._public_url(request)
+            signature = request.headers.get("X-Twilio-Signature")
+            if not twilio_signature_valid(
+                auth.twilio_auth_token.get_secret_value(), url, signature
+            ):
+                return connection.respond(HTTPStatus.FORBIDDEN, "invalid X-Twilio-Signature\n")
+        elif path not in (TWILIO_PATH, PCM_PATH):
+            return connection.respond(
+                HTTPStatus.NOT_FOUND,
+                f"no such endpoint {path!r}; use {TWILIO_PATH} or {PCM_PATH}\n",
+            )
+        return None
+
+    def _public_url(self, request: Request) -> str:
+        base = self.settings.server.public_url
+        if base is None:
+            base = "wss://" + request.headers.get("Host", "")
+        return base.rstrip("/") + request.path
+
+    # ------------------------------------------------------------------ a call
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        path = urlsplit(ws.request.path if ws.request else "").path
+        max_calls = self.settings.server.max_calls
+        if self.active_calls >= max_calls:
+            await self._close(
+                ws,
+                path,
+                None,
+                CloseCode.TRY_AGAIN_LATER,
+                f"server at capacity ({max_calls} calls); try again later",
+            )
+            return
+        self.active_calls += 1
+        try:
+            await self._run_call(ws, path)
+        finally:
+            self.active_calls -= 1
+
+    def _new_codec(self, path: str) -> Codec:
+        if path == PCM_PATH:
+            return PcmCodec()
+        auth = self.settings.auth
+        token = None
+        if auth.twilio_auth_token is None and auth.twilio_stream_token is not None:
+            token = auth.twilio_stream_token.get_secret_value()
+        return TwilioCodec(expected_token=token)
+
+    async def _run_call(self, ws: ServerConnection, path: str) -> None:
+        codec = self._new_codec(path)
+        try:
+            call = await asyncio.wait_for(
+                self._await_start(ws, codec), self.settings.server.start_timeout_s
+            )
+        except TimeoutError:
+            await self._close(ws, path, None, CloseCode.OUT_OF_ORDER, "no start message in time")
+            return
+        except ProtocolError as exc:
+            await self._close(ws, path, None, exc.code, exc.reason)
+            return
+        except ConnectionClosed:
+            self._record(path, None, ws)
+            return
+        if call is None:  # stop before start: nothing to do
+            await self._close(ws, path, None, CloseCode.NORMAL, "stopped before start")
+            return
+        code, reason = await self._converse(ws, codec, call)
+        await self._close(ws, path, call.call_id, code, reason)
+
+    async def _await_start(self, ws: ServerConnection, codec: Codec) -> CallStarted | None:
+        async for message in ws:
+            for event in codec.feed(message):
+                if isinstance(event, CallStarted):
+                    return event
+                if isinstance(event, CallStopped):
+                    return None
+        raise ConnectionClosed(None, None)
+
+    async def _converse(
+        self, ws: ServerConnection, codec: Codec, call: CallStarted
+    ) -> tuple[CloseCode, str]:
+        timeout_s = self.settings.server.slow_consumer_timeout_s
+
+        async def send(event: OutboundEvent) -> None:
+            try:
+                await asyncio.wait_for(ws.send(codec.encode(event)), timeout_s)
+            except TimeoutError:
+                raise ProtocolError(
+                    CloseCode.SLOW_CONSUMER, f"peer stopped reading for {timeout_s:g} s"
+                ) from None
+
+        player = AudioPlayer(send, codec.wire_rate_hz, self._clock)
+        inbound = Inbound()
+        session = self._factory()
+        reader = asyncio.create_task(self._read(ws, codec, player, inbound), name="reader")
+        pacer = asyncio.create_task(player.run(), name="player")
+        talker = asyncio.create_task(session.run(call, inbound, player), name="session")
+        try:
+            done, _ = await asyncio.wait(
+                {reader, pacer, talker}, return_when=asyncio.FIRST_COMPLETED
+            )
+            if reader in done and reader.exception() is None:
+                # The caller hung up: let the session wind down, then stop it.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(talker), HANGUP_GRACE_S)
+                return CloseCode.NORMAL, "call ended by the caller"
+            for task in (reader, pacer, talker):
+                if task in done and (exc := task.exception()) is not None:
+                    return self._close_for(exc, call)
+            return CloseCode.NORMAL, "call ended"
+        finally:
+            player.close()
+            for task in (reader, pacer, talker):
+                task.cancel()
+            await asyncio.gather(reader, pacer, talker, return_exceptions=True)
+
+    @staticmethod
+    def _close_for(exc: BaseException, call: CallStarted) -> tuple[CloseCode, str]:
+        if isinstance(exc, ProtocolError):
+            return exc.code, exc.reason
+        if isinstance(exc, ConnectionClosed):
+            return CloseCode.GOING_AWAY, "connection lost"
+        log.error("call %s failed", call.call_id, exc_info=exc)
+        return CloseCode.INTERNAL_ERROR, f"internal error: {type(exc).__name__}"
+
+    async def _read(
+        self, ws: ServerConnection, codec: Codec, player: AudioPlayer, inbound: Inbound
+    ) -> None:
+        """Feed the codec until the caller stops or the socket closes; then end `inbound`."""
+        try:
+            async for message in ws:
+                for event in codec.feed(message):
+                    if isinstance(event, MarkReceived):
+                        player.on_mark(event.name)
+                    await inbound.put(event)
+                if codec.stopped:
+                    break
+        except ConnectionClosed:
+            pass
+        await inbound.end()
+
+    async def _close(
+        self, ws: ServerConnection, path: str, call_id: str | None, code: CloseCode, reason: str
+    ) -> None:
+        if code != CloseCode.NORMAL:
+            log.warning("closing %s call %s: %s (%d)", path, call_id, reason, code)
+        await ws.close(int(code), reason)
+        self._record(path, call_id, ws, code, reason)
+
+    def _record(
+        self,
+        path: str,
+        call_id: str | None,
+        ws: ServerConnection,
+        code: int | None = None,
+        reason: str | None = None,
+    ) -> None:
+        if code is None:
+            code = ws.close_code if ws.close_code is not None else CloseCode.GOING_AWAY
+            reason = ws.close_reason or "connection lost"
+        self.calls.append(CallRecord(path, call_id, int(code), reason or ""))

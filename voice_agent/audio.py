@@ -3,15 +3,18 @@
 Everything works on mono `Pcm16` arrays (1-D `int16`) and is vectorized with numpy. The
 μ-law codec is bit-exact against CPython's `audioop.lin2ulaw` / `audioop.ulaw2lin`
 (width 2), which the Twilio path relied on before `audioop` was removed in 3.13.
+Resampling lives in `voice_agent.resample`; `resample` and `StreamResampler` are
+re-exported here.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-import soxr
 
 from voice_agent.events import Pcm16
+from voice_agent.resample import StreamResampler as StreamResampler
+from voice_agent.resample import resample as resample
 
 PHONE_RATE_HZ = 8000
 """Telephone (G.711) sample rate."""
@@ -21,8 +24,6 @@ FRAME_MS = 20
 """Duration of one wire / processing frame (Twilio sends 20 ms μ-law frames)."""
 SILENCE_DBFS = -120.0
 """What `rms_dbfs` reports for digital silence (and empty input) instead of -inf."""
-RESAMPLE_QUALITY = "HQ"
-"""soxr quality preset: a linear-phase anti-aliasing filter with 20-bit precision."""
 
 _MS_PER_S = 1000
 _PCM16_FULL_SCALE = 32768.0  # |int16 min|; float ±1.0 maps to it
@@ -133,68 +134,6 @@ def float32_to_pcm16(samples: npt.NDArray[np.floating]) -> Pcm16:
     if np.isnan(scaled).any():
         raise ValueError("cannot convert NaN samples to PCM16")
     return np.clip(np.rint(scaled), _PCM16_MIN, _PCM16_MAX).astype(np.int16)
-
-
-# ---------------------------------------------------------------- resampling
-
-
-def resample(samples: Pcm16, in_rate_hz: int, out_rate_hz: int) -> Pcm16:
-    """Resample a whole signal with soxr's anti-aliasing filter; returns a new array.
-
-    Output length is `round(len(samples) * out_rate_hz / in_rate_hz)`. Raises ValueError
-    on a rate that is not a positive integer.
-    """
-    in_rate_hz = _check_positive_int(in_rate_hz, "in_rate_hz")
-    out_rate_hz = _check_positive_int(out_rate_hz, "out_rate_hz")
-    samples = _check_pcm16(samples)
-    if in_rate_hz == out_rate_hz:
-        return samples.copy()
-    out = soxr.resample(pcm16_to_float32(samples), in_rate_hz, out_rate_hz, RESAMPLE_QUALITY)
-    return float32_to_pcm16(out)
-
-
-class StreamResampler:
-    """Resample one continuous signal delivered in chunks, without clicks at chunk joins.
-
-    Concatenating every `process` result and the final `flush` equals `resample` of the
-    whole signal. soxr filters in blocks, so output is bursty: `process` often returns an
-    empty array and then ~100 ms at once (up to ~115 ms behind the input at 8 <-> 16 kHz),
-    and callers must not assume one output chunk per input chunk. When the rates are equal
-    it passes samples straight through with no delay.
-    """
-
-    def __init__(self, in_rate_hz: int, out_rate_hz: int) -> None:
-        """Raises ValueError on a rate that is not a positive integer."""
-        self._in_rate_hz = _check_positive_int(in_rate_hz, "in_rate_hz")
-        self._out_rate_hz = _check_positive_int(out_rate_hz, "out_rate_hz")
-        self._stream: soxr.ResampleStream | None = None
-        if self._in_rate_hz != self._out_rate_hz:
-            self._stream = soxr.ResampleStream(
-                self._in_rate_hz, self._out_rate_hz, 1, dtype="float32", quality=RESAMPLE_QUALITY
-            )
-
-    @property
-    def in_rate_hz(self) -> int:
-        return self._in_rate_hz
-
-    @property
-    def out_rate_hz(self) -> int:
-        return self._out_rate_hz
-
-    def process(self, samples: Pcm16) -> Pcm16:
-        """Feed the next chunk; returns whatever output is ready (possibly empty)."""
-        samples = _check_pcm16(samples)
-        if self._stream is None:
-            return samples.copy()
-        return float32_to_pcm16(self._stream.resample_chunk(pcm16_to_float32(samples)))
-
-    def flush(self) -> Pcm16:
-        """End the signal: returns the remaining output and resets for a fresh signal."""
-        if self._stream is None:
-            return np.zeros(0, dtype=np.int16)
-        tail = self._stream.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
-        self._stream.clear()
-        return float32_to_pcm16(tail)
 
 
 # ---------------------------------------------------------------- framing and level

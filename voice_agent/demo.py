@@ -21,7 +21,7 @@ from voice_agent.transports.server import TWILIO_PATH, VoiceServer
 from voice_agent.wav import read_wav, write_wav
 
 DEMO_LINES = ("Hi, I'd like to book a tune-up for tomorrow.", "My order number is 4 7 1 1.")
-GAP_S = 1.5
+GAP_S = 3.5
 
 
 def caller_audio(lines: tuple[str, ...] = DEMO_LINES) -> tuple[Pcm16, int]:

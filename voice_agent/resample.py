@@ -122,6 +122,10 @@ class StreamResampler:
         up, down = _ratio(in_rate_hz, out_rate_hz)
         self._in_rate_hz, self._out_rate_hz = int(in_rate_hz), int(out_rate_hz)
         self._fir = None if up == down else _design(up, down)
+        self._n_in = 0  # input samples consumed; input index i is absolute, from 0
+        self._n_out = 0  # index of the next output sample
+        self._history_start = 0
+        self._history: _F64 = np.zeros(0)  # input from index _history_start on
         self._reset()
 
     @property
@@ -174,12 +178,11 @@ class StreamResampler:
         return tail
 
     def _reset(self) -> None:
-        self._n_in = 0  # input samples consumed; input index i is absolute, from 0
-        self._n_out = 0  # index of the next output sample
+        self._n_in = self._n_out = 0
         per_phase = 0 if self._fir is None else self._fir.bank.shape[1]
         # The first outputs' filter spans start before the signal: silence there.
         self._history_start = -per_phase
-        self._history: _F64 = np.zeros(per_phase)  # input from index _history_start on
+        self._history = np.zeros(per_phase)
 
     def _emit(self, stop: int) -> Pcm16:
         """Compute outputs `[_n_out, stop)` from the history, then drop unneeded input."""

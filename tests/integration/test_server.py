@@ -118,9 +118,7 @@ async def test_bad_twilio_input_closes_only_that_connection(messages: list[Any],
 async def test_unknown_twilio_event_is_ignored_and_audio_flows() -> None:
     Recorder.instances.clear()
     async with running_server(Recorder) as server, connect(url(server)) as ws:
-        await ws.send(
-            json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"})
-        )
+        await ws.send(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"}))
         await ws.send(start_message())
         await ws.send(json.dumps({"event": "brand-new-event", "streamSid": SID}))
         tone = voiced(0.02)

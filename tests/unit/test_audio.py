@@ -47,6 +47,17 @@ def peak_frequency_hz(samples: Pcm16, rate_hz: int) -> float:
     return float(freqs[np.argmax(spectrum)])
 
 
+def stream_in_frames(signal: Pcm16, in_rate_hz: int, out_rate_hz: int) -> Pcm16:
+    """The streaming path: 20 ms chunks through a StreamResampler, then flush."""
+    stream = StreamResampler(in_rate_hz, out_rate_hz)
+    chunk = samples_per_frame(in_rate_hz)
+    pieces = [stream.process(signal[i : i + chunk]) for i in range(0, len(signal), chunk)]
+    return np.concatenate([*pieces, stream.flush()])
+
+
+RESAMPLE_PATHS = {"one_shot": resample, "stream": stream_in_frames}
+
+
 # ---------------------------------------------------------------- μ-law
 
 
@@ -190,22 +201,70 @@ def test_invalid_rates_raise(bad_rate: int) -> None:
         resample(np.zeros(10, dtype=np.int16), PHONE_RATE_HZ, bad_rate)
 
 
+@pytest.mark.parametrize("path", RESAMPLE_PATHS)
 @pytest.mark.parametrize(
     ("in_rate_hz", "out_rate_hz"), [(PHONE_RATE_HZ, ASR_RATE_HZ), (ASR_RATE_HZ, PHONE_RATE_HZ)]
 )
-def test_in_band_tone_keeps_frequency_and_level(in_rate_hz: int, out_rate_hz: int) -> None:
+def test_in_band_tone_keeps_frequency_and_level(
+    path: str, in_rate_hz: int, out_rate_hz: int
+) -> None:
     signal = tone(1000.0, in_rate_hz, 1.0)
-    out = resample(signal, in_rate_hz, out_rate_hz)
+    out = RESAMPLE_PATHS[path](signal, in_rate_hz, out_rate_hz)
     assert abs(peak_frequency_hz(out, out_rate_hz) - 1000.0) <= 2.0
     assert abs(rms_dbfs(out) - rms_dbfs(signal)) < 0.5
 
 
+@pytest.mark.parametrize("path", RESAMPLE_PATHS)
 @pytest.mark.parametrize("in_rate_hz", [ASR_RATE_HZ, 24000])
-def test_out_of_band_tone_is_filtered_not_aliased(in_rate_hz: int) -> None:
+def test_out_of_band_tone_is_filtered_not_aliased(path: str, in_rate_hz: int) -> None:
     signal = tone(6000.0, in_rate_hz, 1.0)
     # Plain decimation would fold 6 kHz down to 2 kHz at full level.
-    out = resample(signal, in_rate_hz, PHONE_RATE_HZ)
+    out = RESAMPLE_PATHS[path](signal, in_rate_hz, PHONE_RATE_HZ)
     assert rms_dbfs(signal) - rms_dbfs(out) > 40.0
+
+
+@pytest.mark.parametrize(("in_rate_hz", "out_rate_hz"), RESAMPLE_PAIRS)
+def test_stream_in_random_chunks_matches_one_shot(in_rate_hz: int, out_rate_hz: int) -> None:
+    rng = np.random.default_rng(in_rate_hz + out_rate_hz)
+    # Full-band noise reaches every filter phase and, near full scale, the clipping.
+    signal = rng.integers(-30000, 30000, in_rate_hz // 2, dtype=np.int16)
+    sizes = rng.choice(
+        [0, 1, 2, 7, 160, 441, 1000], len(signal), p=[0.3, 0.3, 0.1, 0.1, 0.1, 0.05, 0.05]
+    )
+    starts = np.cumsum(sizes) - sizes
+    chunks = [signal[i : i + n] for i, n in zip(starts, sizes, strict=True) if i < len(signal)]
+    assert any(not len(c) for c in chunks) and any(len(c) == 1 for c in chunks)
+    stream = StreamResampler(in_rate_hz, out_rate_hz)
+    pieces = [stream.process(c) for c in chunks]
+    streamed = np.concatenate([*pieces, stream.flush()])
+
+    expected = resample(signal, in_rate_hz, out_rate_hz)
+    assert len(streamed) == len(expected) == round(len(signal) * out_rate_hz / in_rate_hz)
+    assert np.abs(streamed.astype(np.int32) - expected).max() <= 1
+
+
+@pytest.mark.parametrize(("in_rate_hz", "out_rate_hz"), RESAMPLE_PAIRS)
+def test_stream_output_trails_input_by_under_10_ms(in_rate_hz: int, out_rate_hz: int) -> None:
+    stream = StreamResampler(in_rate_hz, out_rate_hz)
+    chunk = samples_per_frame(in_rate_hz)
+    signal = tone(440.0, in_rate_hz, 0.5)
+    n_in = n_out = 0
+    for start in range(0, len(signal), chunk):
+        n_in += len(signal[start : start + chunk])
+        n_out += len(stream.process(signal[start : start + chunk]))
+        assert n_out >= (n_in / in_rate_hz - 0.010) * out_rate_hz
+        assert n_out <= n_in * out_rate_hz / in_rate_hz  # never ahead of the input
+    assert stream.latency_ms < 10.0
+
+
+@pytest.mark.parametrize(("in_rate_hz", "out_rate_hz"), RESAMPLE_PAIRS)
+def test_filter_delay_is_compensated(in_rate_hz: int, out_rate_hz: int) -> None:
+    # A click at 100 ms in the input peaks at 100 ms in the output, on both paths.
+    click = np.zeros(in_rate_hz // 5, dtype=np.int16)
+    click[in_rate_hz // 10] = 20000
+    for path in RESAMPLE_PATHS.values():
+        out = path(click, in_rate_hz, out_rate_hz)
+        assert abs(int(np.argmax(out)) - out_rate_hz // 10) <= 1
 
 
 # ---------------------------------------------------------------- framing and level

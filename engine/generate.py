@@ -1,0 +1,253 @@
+"""The block-diffusion decoding loop, batched over requests, against an exact KV cache.
+
+Per block: forward the masked block against the cache, take each position's confidence,
+commit every position above the threshold (at least one), repeat until the block is
+full or ends in EOS. The finished block's keys and values are written to the cache in
+the *next* block's first forward (it rides along as "fresh" clean tokens), so writing
+the cache costs no extra forward; the prompt rides along with the first block likewise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+
+import torch
+from torch import Tensor
+
+from engine.masks import PROMPT_BLOCK, block_diffusion_mask, with_self
+from engine.model import DiffusionLM, KVCache
+from engine.schedule import Schedule, confidence, positions_to_commit
+from engine.tokenizer import SpecialIds
+
+STEP_TIME_SMOOTHING = 0.3
+"""Weight of the newest step in the running estimate of a step's duration."""
+
+
+class FinishReason(Enum):
+    EOS = "eos"
+    LENGTH = "length"
+    """`max_new_tokens` reached; the answer ends at a block boundary."""
+    DEADLINE = "deadline"
+    """The deadline left no time for another block; the answer ends at a block boundary."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    prompt_ids: tuple[int, ...]
+    schedule: Schedule = field(default_factory=Schedule)
+    deadline_s: float | None = None
+    """On the engine's clock; None = no deadline."""
+
+
+@dataclass(eq=False, slots=True)
+class DecodeState:
+    """One request in flight. `canvas` is the block being denoised (mask id = undecided)."""
+
+    request: Request
+    canvas: Tensor  # (block,) int64
+    fresh: list[int]  # clean tokens whose keys/values the next forward writes
+    answer: list[int] = field(default_factory=list)
+    forwards: int = 0
+    decided: int = 0
+    """Tokens chosen by the model (not placed by a scaffold or filled after EOS)."""
+    steps_in_block: int = 0
+    forced: bool = False
+    finish: FinishReason | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BlockDone:
+    """A committed block of answer tokens (EOS and what follows it removed)."""
+
+    state: DecodeState
+    tokens: tuple[int, ...]
+
+
+def new_state(request: Request, block_size: int, ids: SpecialIds) -> DecodeState:
+    if not request.prompt_ids:
+        raise ValueError("empty prompt")
+    return DecodeState(request, torch.full((block_size,), ids.mask), list(request.prompt_ids))
+
+
+def check_capacity(request: Request, block_size: int, max_seq_len: int) -> None:
+    """Raise ValueError when the prompt plus the longest answer does not fit the model."""
+    blocks = -(-request.schedule.max_new_tokens // block_size)
+    need = len(request.prompt_ids) + blocks * block_size
+    if need > max_seq_len:
+        raise ValueError(
+            f"prompt of {len(request.prompt_ids)} tokens + {blocks * block_size} answer tokens "
+            f"exceeds the model's {max_seq_len}-token window"
+        )
+
+
+@torch.inference_mode()
+def decode_step(
+    model: DiffusionLM,
+    cache: KVCache,  # rows 0..n-1 belong to `states`, in order
+    states: list[DecodeState],
+    ids: SpecialIds,
+    now_s: float,
+    step_estimate_s: float,
+) -> list[BlockDone]:
+    """One forward for every state; commits tokens and returns the blocks that finished."""
+    n, bs = len(states), model.config.block_size
+    device = cache.lengths.device
+    tokens, positions, mask, write, past_len = _step_inputs(states, cache.lengths[:n], ids, bs)
+    view = KVCache([k[:n] for k in cache.keys], [v[:n] for v in cache.values], cache.lengths[:n])
+    logits = model(
+        tokens.to(device), positions.to(device), mask.to(device), view, past_len, write.to(device)
+    )
+    logits = logits[:, -bs:].float().cpu()  # (n, block, vocab)
+
+    for s in states:
+        deadline = s.request.deadline_s
+        s.forced |= deadline is not None and now_s + step_estimate_s > deadline
+    banned = _banned(states, ids, bs, logits.shape[-1])
+    conf, pred = confidence(logits, banned)
+    canvas = torch.stack([s.canvas for s in states])
+    masked = canvas == ids.mask
+    commit_all = torch.tensor(
+        [s.forced or s.steps_in_block + 1 >= s.request.schedule.max_steps_per_block for s in states]
+    )
+    threshold = torch.tensor([s.request.schedule.threshold for s in states])
+    chosen = positions_to_commit(conf, masked, threshold, commit_all)
+    canvas = torch.where(chosen, pred, canvas)
+
+    done: list[BlockDone] = []
+    for b, s in enumerate(states):
+        s.canvas, s.fresh = canvas[b].clone(), []
+        s.forwards += 1
+        s.steps_in_block += 1
+        s.decided += int(chosen[b].sum())
+        block = _finished_block(s, ids)
+        if block is not None:
+            done.append(BlockDone(s, tuple(block)))
+            _next_block(s, block, ids, now_s + step_estimate_s)
+    return done
+
+
+def _step_inputs(
+    states: list[DecodeState], lengths: Tensor, ids: SpecialIds, bs: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor, int]:
+    """Rows of [fresh clean tokens, padded | the canvas]; positions; mask; write flags."""
+    n = len(states)
+    f = max(len(s.fresh) for s in states)
+    fresh_len = torch.tensor([len(s.fresh) for s in states])
+    tokens = torch.full((n, f + bs), ids.pad, dtype=torch.long)
+    for b, s in enumerate(states):
+        tokens[b, : len(s.fresh)] = torch.tensor(s.fresh, dtype=torch.long)
+        tokens[b, f:] = s.canvas
+    lengths = lengths.cpu()
+    write = torch.arange(f)[None] < fresh_len[:, None]  # (n, f)
+    offsets = torch.cat([torch.arange(f).expand(n, f), fresh_len[:, None] + torch.arange(bs)], 1)
+    positions = lengths[:, None] + offsets
+    past_len = int(lengths.max())
+    # Cached tokens are clean and earlier than everything here; fresh tokens are the
+    # clean block 0 of this step and the canvas its noisy block 1.
+    block_q = torch.cat(
+        [torch.zeros(n, f, dtype=torch.long), torch.ones(n, bs, dtype=torch.long)], 1
+    )
+    noisy_q = torch.cat(
+        [torch.zeros(n, f, dtype=torch.bool), torch.ones(n, bs, dtype=torch.bool)], 1
+    )
+    valid_q = torch.cat([write, torch.ones(n, bs, dtype=torch.bool)], 1)
+    block_k = torch.cat([torch.full((n, past_len), PROMPT_BLOCK), block_q], 1)
+    noisy_k = torch.cat([torch.zeros(n, past_len, dtype=torch.bool), noisy_q], 1)
+    valid_k = torch.cat([torch.arange(past_len)[None] < lengths[:, None], valid_q], 1)
+    mask = with_self(block_diffusion_mask(block_q, noisy_q, block_k, noisy_k, valid_k), past_len)
+    return tokens, positions, mask, write, past_len
+
+
+def _banned(states: list[DecodeState], ids: SpecialIds, bs: int, vocab: int) -> Tensor:
+    banned = torch.zeros(len(states), bs, vocab, dtype=torch.bool)
+    banned[:, :, list(ids.never_generated())] = True
+    for b, s in enumerate(states):
+        if not s.answer:
+            banned[b, 0, ids.eos] = True  # an answer is never empty
+    return banned
+
+
+def _finished_block(s: DecodeState, ids: SpecialIds) -> list[int] | None:
+    """The block's answer tokens once it is complete, else None. Fills after EOS."""
+    canvas = s.canvas.tolist()
+    if ids.eos in canvas:
+        e = canvas.index(ids.eos)
+        if ids.mask in canvas[:e]:
+            s.canvas[e:] = ids.eos  # nothing after EOS matters; stop denoising it
+            return None
+        s.finish = FinishReason.EOS
+        return canvas[:e]
+    return None if ids.mask in canvas else canvas
+
+
+def _next_block(s: DecodeState, block: list[int], ids: SpecialIds, next_step_end_s: float) -> None:
+    s.answer += block
+    if s.finish is not None:
+        return
+    deadline = s.request.deadline_s
+    if len(s.answer) >= s.request.schedule.max_new_tokens:
+        s.finish = FinishReason.LENGTH
+    elif s.forced and deadline is not None and next_step_end_s > deadline:
+        s.finish = FinishReason.DEADLINE
+    else:
+        s.fresh, s.steps_in_block = block, 0
+        s.canvas = torch.full_like(s.canvas, ids.mask)
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    token_ids: tuple[int, ...]
+    finish_reason: FinishReason
+    deadline_forced: bool
+    forwards: int
+    decided_tokens: int
+    latency_s: float
+
+    @property
+    def tokens_per_forward(self) -> float:
+        """Model-decided tokens per forward (scaffold and post-EOS fill excluded)."""
+        return self.decided_tokens / max(1, self.forwards)
+
+
+def stream(
+    model: DiffusionLM, ids: SpecialIds, request: Request, clock: Callable[[], float]
+) -> Iterator[BlockDone]:
+    """Decode one request, yielding each block as it is committed."""
+    cfg = model.config
+    check_capacity(request, cfg.block_size, cfg.max_seq_len)
+    device = next(model.parameters()).device
+    dtype = next(model.parameters()).dtype
+    capacity = len(request.prompt_ids) + request.schedule.max_new_tokens + cfg.block_size
+    cache = KVCache.empty(cfg, 1, capacity, device, dtype)
+    state = new_state(request, cfg.block_size, ids)
+    estimate_s = 0.0
+    while state.finish is None:
+        t0 = clock()
+        blocks = decode_step(model, cache, [state], ids, t0, estimate_s)
+        took = clock() - t0
+        estimate_s = (
+            took
+            if not estimate_s
+            else (1 - STEP_TIME_SMOOTHING) * estimate_s + STEP_TIME_SMOOTHING * took
+        )
+        yield from blocks
+
+
+def generate(
+    model: DiffusionLM, ids: SpecialIds, request: Request, clock: Callable[[], float]
+) -> Generation:
+    """Decode one request to completion."""
+    start = clock()
+    blocks = list(stream(model, ids, request, clock))
+    state = blocks[-1].state
+    assert state.finish is not None
+    return Generation(
+        tuple(state.answer),
+        state.finish,
+        state.forced,
+        state.forwards,
+        state.decided,
+        clock() - start,
+    )

@@ -29,14 +29,28 @@ BS = 4
 
 def tiny_model(seed: int = 0, block_size: int = BS) -> DiffusionLM:
     torch.manual_seed(seed)
-    cfg = ModelConfig(vocab_size=40, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_seq_len=128, block_size=block_size)
+    cfg = ModelConfig(
+        vocab_size=40,
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+        d_ff=64,
+        max_seq_len=128,
+        block_size=block_size,
+    )
     return DiffusionLM(cfg).eval()
 
 
-def full_forward_logits(model: DiffusionLM, prompt: list[int], clean: list[list[int]], noisy: list[int]) -> torch.Tensor:
+def full_forward_logits(
+    model: DiffusionLM, prompt: list[int], clean: list[list[int]], noisy: list[int]
+) -> torch.Tensor:
     """Logits of the noisy block from one uncached forward over [prompt | clean | noisy]."""
     tokens = prompt + sum(clean, []) + noisy
-    blocks = [PROMPT_BLOCK] * len(prompt) + [i for i, c in enumerate(clean) for _ in c] + [len(clean)] * len(noisy)
+    blocks = (
+        [PROMPT_BLOCK] * len(prompt)
+        + [i for i, c in enumerate(clean) for _ in c]
+        + [len(clean)] * len(noisy)
+    )
     noisy_flags = [False] * (len(tokens) - len(noisy)) + [True] * len(noisy)
     t = torch.tensor([tokens])
     blk, nz = torch.tensor([blocks]), torch.tensor([noisy_flags])
@@ -46,7 +60,9 @@ def full_forward_logits(model: DiffusionLM, prompt: list[int], clean: list[list[
     return logits[0, -len(noisy) :]
 
 
-def cached_logits(model: DiffusionLM, rows: list[tuple[list[int], list[list[int]], list[int]]]) -> list[torch.Tensor]:
+def cached_logits(
+    model: DiffusionLM, rows: list[tuple[list[int], list[list[int]], list[int]]]
+) -> list[torch.Tensor]:
     """Logits of each row's noisy block, computed step by step against one batched cache."""
     cache = KVCache.empty(model.config, len(rows), 96, torch.device("cpu"), torch.float32)
     states = [DecodeState(Request(tuple(p)), torch.tensor(n), list(p)) for p, _, n in rows]
@@ -70,7 +86,11 @@ def cached_logits(model: DiffusionLM, rows: list[tuple[list[int], list[list[int]
 
 def test_cached_decoding_equals_the_full_forward() -> None:
     model = tiny_model()
-    prompt, clean, noisy = [2, 9, 10, 11, 12, 13, 14], [[20, 21, 22, 23], [24, 25, 26, 27]], [1, 30, 1, 1]
+    prompt, clean, noisy = (
+        [2, 9, 10, 11, 12, 13, 14],
+        [[20, 21, 22, 23], [24, 25, 26, 27]],
+        [1, 30, 1, 1],
+    )
     expected = full_forward_logits(model, prompt, clean, noisy)
     (got,) = cached_logits(model, [(prompt, clean, noisy)])
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
@@ -120,8 +140,15 @@ def biased(model: DiffusionLM, token: int | None, ban: int | None = None) -> Dif
     return model
 
 
-def run(model: DiffusionLM, schedule: Schedule, deadline: float | None = None, clock: Callable[[], float] | None = None):  # type: ignore[no-untyped-def]
-    return generate(model, IDS, Request((2, 9, 10, 11), schedule, deadline), clock or TickClock(0.001))
+def run(
+    model: DiffusionLM,
+    schedule: Schedule,
+    deadline: float | None = None,
+    clock: Callable[[], float] | None = None,
+):  # type: ignore[no-untyped-def]
+    return generate(
+        model, IDS, Request((2, 9, 10, 11), schedule, deadline), clock or TickClock(0.001)
+    )
 
 
 def test_answer_is_never_empty_even_when_eos_is_favoured() -> None:
@@ -139,11 +166,15 @@ def test_length_limit_cuts_at_a_block_boundary() -> None:
 def test_deadline_forces_one_step_blocks_and_ends_on_time() -> None:
     model = biased(tiny_model(), None, ban=IDS.eos)
     # Each clock reading moves 10 ms; the deadline is 45 ms after the start.
-    g = run(model, Schedule(threshold=1.0, max_new_tokens=64), deadline=0.045, clock=TickClock(0.010))
+    g = run(
+        model, Schedule(threshold=1.0, max_new_tokens=64), deadline=0.045, clock=TickClock(0.010)
+    )
     assert g.deadline_forced and g.finish_reason is FinishReason.DEADLINE
     assert len(g.token_ids) % BS == 0 and g.token_ids
     assert g.latency_s <= 0.045 + 0.03
-    unforced = run(model, Schedule(threshold=1.0, max_new_tokens=64), deadline=None, clock=TickClock(0.010))
+    unforced = run(
+        model, Schedule(threshold=1.0, max_new_tokens=64), deadline=None, clock=TickClock(0.010)
+    )
     assert not unforced.deadline_forced and len(unforced.token_ids) == 64
 
 
@@ -174,7 +205,10 @@ def test_prompt_too_long_is_a_clear_error() -> None:
 
 def test_decode_step_on_a_batch_matches_single_requests() -> None:
     model = tiny_model(3)
-    requests = [Request((2, 9, 10, 11), Schedule(threshold=0.6)), Request((2, 12), Schedule(threshold=0.6))]
+    requests = [
+        Request((2, 9, 10, 11), Schedule(threshold=0.6)),
+        Request((2, 12), Schedule(threshold=0.6)),
+    ]
     singles = [generate(model, IDS, r, TickClock(0.001)).token_ids for r in requests]
     cache = KVCache.empty(model.config, 2, 96, torch.device("cpu"), torch.float32)
     states = [new_state(r, BS, IDS) for r in requests]

@@ -1,0 +1,218 @@
+"""One engine per process: requests from many calls share forward passes.
+
+A worker thread owns the model and a pool of KV-cache rows. Between denoising steps it
+admits waiting requests (up to `max_batch`) and retires finished or cancelled ones, so
+requests join and leave the batch at step boundaries (step-level batching). The asyncio
+side never blocks: results and committed blocks travel back with
+`loop.call_soon_threadsafe`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from engine.generate import (
+    STEP_TIME_SMOOTHING,
+    DecodeState,
+    Generation,
+    Request,
+    check_capacity,
+    decode_step,
+    new_state,
+)
+from engine.model import DiffusionLM, KVCache
+from engine.tokenizer import SpecialIds
+
+IDLE_POLL_S = 0.05
+"""How often an idle worker checks whether it should stop."""
+
+
+class EngineClosed(RuntimeError):
+    """The engine was closed before or while the request ran."""
+
+
+@dataclass(eq=False)
+class _Job:
+    state: DecodeState
+    loop: asyncio.AbstractEventLoop
+    blocks: asyncio.Queue[tuple[int, ...] | Generation | BaseException]
+    start_s: float
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+class Engine:
+    """Thread-backed batching engine. Use `async with Engine(...)` or start()/close()."""
+
+    def __init__(
+        self,
+        model: DiffusionLM,
+        ids: SpecialIds,
+        *,
+        max_batch: int = 32,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.model = model.eval()
+        self.ids = ids
+        self.max_batch = max_batch
+        self.clock = clock
+        cfg = model.config
+        param = next(model.parameters())
+        self._pool = KVCache.empty(cfg, max_batch, cfg.max_seq_len, param.device, param.dtype)
+        self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._waiting = 0
+        self._active: list[_Job] = []
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.step_estimate_s = 0.0
+        self.steps = 0
+        self.batch_sizes: list[int] = []
+
+    # ------------------------------------------------------------------ asyncio side
+
+    @property
+    def queue_depth(self) -> int:
+        """Requests waiting to join plus those in the batch (for admission policies)."""
+        return self._waiting + len(self._active)
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="engine", daemon=True)
+            self._thread.start()
+
+    async def close(self) -> None:
+        self._closed = True
+        self._inbox.put(None)
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)
+
+    async def __aenter__(self) -> Engine:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def stream(self, request: Request) -> AsyncIterator[tuple[int, ...]]:
+        """Yield each committed block of answer tokens; cancelling stops the request."""
+        async for item in self._submit(request):
+            if isinstance(item, tuple):
+                yield item
+
+    async def generate(self, request: Request) -> Generation:
+        """The complete answer. Raises ValueError for a request that cannot fit."""
+        result: Generation | None = None
+        async for item in self._submit(request):
+            if isinstance(item, Generation):
+                result = item
+        assert result is not None
+        return result
+
+    async def _submit(self, request: Request) -> AsyncIterator[tuple[int, ...] | Generation]:
+        if self._closed:
+            raise EngineClosed("engine is closed")
+        self.start()
+        check_capacity(request, self.model.config.block_size, self.model.config.max_seq_len)
+        job = _Job(new_state(request, self.model.config.block_size, self.ids),
+                   asyncio.get_running_loop(), asyncio.Queue(), self.clock())  # fmt: skip
+        self._waiting += 1
+        self._inbox.put(job)
+        try:
+            while True:
+                item = await job.blocks.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+                if isinstance(item, Generation):
+                    return
+        finally:
+            job.cancelled.set()  # no-op when finished; stops the work when abandoned
+
+    # ------------------------------------------------------------------ worker thread
+
+    def _run(self) -> None:
+        try:
+            while not (self._closed and not self._active):
+                self._admit()
+                if not self._active:
+                    continue
+                self._step()
+        except BaseException as exc:  # the model failed: fail every request, loudly
+            for job in self._active:
+                self._deliver(job, exc)
+            raise
+        finally:
+            self._drain(EngineClosed("engine closed"))
+
+    def _admit(self) -> None:
+        block = not self._active
+        while len(self._active) < self.max_batch:
+            try:
+                job = self._inbox.get(timeout=IDLE_POLL_S) if block else self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            block = False
+            if job is None:
+                continue  # close() wake-up
+            self._waiting -= 1
+            if job.cancelled.is_set():
+                continue
+            self._pool.lengths[len(self._active)] = 0
+            self._active.append(job)
+
+    def _step(self) -> None:
+        states = [job.state for job in self._active]
+        t0 = self.clock()
+        done = decode_step(self.model, self._pool, states, self.ids, t0, self.step_estimate_s)
+        took = self.clock() - t0
+        a = STEP_TIME_SMOOTHING
+        self.step_estimate_s = took if not self.steps else (1 - a) * self.step_estimate_s + a * took
+        self.steps += 1
+        self.batch_sizes.append(len(states))
+        by_state = {id(job.state): job for job in self._active}
+        for block in done:
+            self._deliver(by_state[id(block.state)], block.tokens)
+        for job in list(self._active):
+            s = job.state
+            if s.finish is not None:
+                gen = Generation(tuple(s.answer), s.finish, s.forced, s.forwards, s.decided,
+                                 self.clock() - job.start_s)  # fmt: skip
+                self._deliver(job, gen)
+                self._retire(job)
+            elif job.cancelled.is_set():
+                self._retire(job)
+
+    def _retire(self, job: _Job) -> None:
+        """Free the job's cache row by moving the last active row into it."""
+        slot, last = self._active.index(job), len(self._active) - 1
+        if slot != last:
+            pool = self._pool
+            with torch.no_grad():
+                for store in (*pool.keys, *pool.values):
+                    store[slot] = store[last]
+                pool.lengths[slot] = pool.lengths[last]
+            self._active[slot] = self._active[last]
+        self._active.pop()
+
+    def _deliver(self, job: _Job, item: tuple[int, ...] | Generation | BaseException) -> None:
+        with contextlib.suppress(RuntimeError):  # the caller's loop has closed
+            job.loop.call_soon_threadsafe(job.blocks.put_nowait, item)
+
+    def _drain(self, exc: BaseException) -> None:
+        for job in self._active:
+            self._deliver(job, exc)
+        self._active.clear()
+        while True:
+            try:
+                pending = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if pending is not None:
+                self._deliver(pending, exc)

@@ -1,0 +1,171 @@
+"""A small synthetic tool-call task that proves the engine in minutes of CPU training.
+
+Caller requests to a bike shop become either a tool call (name + JSON arguments) or a
+short spoken reply, after an optional reasoning segment. Each intent has training
+templates and held-out templates, so accuracy on the held-out split measures
+generalization to unseen phrasings. The brain issue replaces this with the real dialogue
+data; the engine benchmark uses it until then.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from engine.schedule import Effort
+from engine.tokenizer import Special
+
+T = TypeVar("T", bound=tuple[Any, ...])
+
+SERVICES = {
+    "tune-up": ["tune-up", "tune up", "service"],
+    "flat repair": ["flat repair", "flat fix", "puncture repair"],
+    "brake check": ["brake check", "brake inspection", "look at my brakes"],
+    "chain replacement": ["chain replacement", "new chain"],
+}
+DAYS = [
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "today",
+    "tomorrow",
+]
+TIMES = {
+    "9 am": "09:00", "10 am": "10:00", "11 am": "11:00", "noon": "12:00", "1 pm": "13:00",
+    "2 pm": "14:00", "3 pm": "15:00", "4 pm": "16:00", "half past 10": "10:30",
+    "half past 2": "14:30",
+}  # fmt: skip
+NAMES = [
+    "alice",
+    "bob",
+    "carla",
+    "dev",
+    "erin",
+    "farid",
+    "grace",
+    "hugo",
+    "ines",
+    "jonas",
+    "kim",
+    "lena",
+    "marco",
+    "nina",
+]
+
+# Each template: (text with {slots}, held_out)
+BOOK = [
+    ("i'd like to book a {service} on {day} at {time}, my name is {name}", False),
+    ("can i get a {service} {day} at {time}? it's {name}", False),
+    ("hi this is {name}, i need a {service} for {day} around {time}", False),
+    ("book me in for a {service} on {day}, {time} works, name {name}", False),
+    ("um yeah {name} here, could you do a {service} {day} {time}", False),
+    ("{name} speaking, is a {service} possible on {day} at {time}", False),
+    ("i want to schedule a {service} {day} at {time} under {name}", False),
+    ("please put {name} down for a {service} on {day} at {time}", True),
+    ("my bike needs a {service}, {day} at {time} would be great, i'm {name}", True),
+]
+ORDER = [
+    ("where is my order {order}", False),
+    ("i'm calling about order number {order}", False),
+    ("can you check the status of order {order} please", False),
+    ("hi, my order {order} hasn't arrived yet", False),
+    ("order {order}, any news on that one", False),
+    ("could you look up my order, it's {order}", True),
+    ("what's happening with order number {order}", True),
+]
+HOURS = [
+    ("are you open on {day}", False),
+    ("what are your hours {day}", False),
+    ("when do you open {day}", False),
+    ("what time do you close on {day}", True),
+]
+CANCEL = [
+    ("i need to cancel my booking on {day}, name's {name}", False),
+    ("please cancel {name}'s appointment {day}", False),
+    ("this is {name}, cancel my {day} booking please", False),
+    ("{name} here, i can't make it {day}, can you cancel", True),
+]
+CHAT = [
+    ("thanks a lot", "you're welcome! anything else i can help with?", False),
+    ("thank you so much", "you're welcome! anything else i can help with?", False),
+    ("hello", "hi! how can i help you today?", False),
+    ("hi there", "hi! how can i help you today?", False),
+    ("can you order me a pizza", "sorry, i can only help with the bike shop.", False),
+    ("what's the weather like", "sorry, i can only help with the bike shop.", False),
+    ("cheers, thanks", "you're welcome! anything else i can help with?", True),
+    ("good morning", "hi! how can i help you today?", True),
+    ("tell me a joke", "sorry, i can only help with the bike shop.", True),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskExample:
+    prompt: str
+    answer: str
+    """Without EOS."""
+    action: str
+    """The part after the reasoning: `<call>{json}` or `<say> text` (what accuracy checks)."""
+
+
+def _call(tool: str, **arguments: str) -> str:
+    return Special.CALL + json.dumps({"name": tool, "arguments": arguments})
+
+
+def _order_words(rng: random.Random, digits: str) -> str:
+    return " ".join(digits) if rng.random() < 0.6 else digits
+
+
+def _example(rng: random.Random, held_out: bool, effort: Effort) -> TaskExample:
+    kind = rng.choice(["book", "book", "order", "hours", "cancel", "chat"])
+
+    def pick(templates: list[T]) -> T:
+        return rng.choice([t for t in templates if t[-1] == held_out])
+
+    if kind == "book":
+        service = rng.choice(list(SERVICES))
+        time_words = rng.choice(list(TIMES))
+        day, name = rng.choice(DAYS), rng.choice(NAMES)
+        text = pick(BOOK)[0].format(
+            service=rng.choice(SERVICES[service]), day=day, time=time_words, name=name
+        )
+        action = _call("book_service", service=service, day=day, time=TIMES[time_words], name=name)
+        thought = f"book {service}"
+    elif kind == "order":
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.choice([4, 5])))
+        text = pick(ORDER)[0].format(order=_order_words(rng, digits))
+        action, thought = _call("order_status", order_number=digits), "order lookup"
+    elif kind == "hours":
+        day = rng.choice(DAYS)
+        text = pick(HOURS)[0].format(day=day)
+        action, thought = _call("opening_hours", day=day), f"hours {day}"
+    elif kind == "cancel":
+        day, name = rng.choice(DAYS), rng.choice(NAMES)
+        text = pick(CANCEL)[0].format(day=day, name=name)
+        action, thought = _call("cancel_booking", day=day, name=name), "cancel booking"
+    else:
+        line, reply, _ = pick(CHAT)
+        text, action, thought = line, f"{Special.SAY} {reply}", "small talk"
+    effort_token = {Effort.INSTANT: Special.EFFORT_INSTANT, Effort.LOW: Special.EFFORT_LOW,
+                    Effort.MEDIUM: Special.EFFORT_MEDIUM}[effort]  # fmt: skip
+    prompt = f"{Special.BOS}{effort_token}{Special.CALLER} {text}{Special.AGENT}"
+    reasoning = "" if effort is Effort.INSTANT else f"{Special.THINK} {thought}"
+    return TaskExample(prompt, reasoning + action, action)
+
+
+def make_examples(n: int, seed: int, held_out: bool = False) -> list[TaskExample]:
+    """n examples from the training (or held-out) templates; deterministic per seed."""
+    rng = random.Random(seed)
+    efforts = [Effort.INSTANT, Effort.LOW]
+    return [_example(rng, held_out, rng.choice(efforts)) for _ in range(n)]
+
+
+def action_of(answer: str) -> str:
+    """The action part of a decoded answer (reasoning dropped), for accuracy checks."""
+    cut = [answer.find(t) for t in (Special.CALL, Special.SAY) if t in answer]
+    return answer[min(cut) :].strip() if cut else answer.strip()

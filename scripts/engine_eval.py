@@ -1,0 +1,40 @@
+"""Accuracy of a trained engine model on task examples (shared by training and benchmarks)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from engine.baselines import autoregressive
+from engine.generate import Request, generate
+from engine.model import DiffusionLM
+from engine.schedule import Schedule
+from engine.synthetic import TaskExample, action_of
+from engine.tokenizer import TextTokenizer
+
+
+def evaluate(
+    model: DiffusionLM,
+    tok: TextTokenizer,
+    examples: list[TaskExample],
+    kind: str,
+    label: str,
+    schedule: Schedule | None = None,
+) -> dict[str, Any]:
+    """Exact-match accuracy of the action (tool call or reply), and tokens per forward."""
+    schedule = schedule or Schedule(threshold=0.9, max_new_tokens=96)
+    correct = forwards = decided = 0
+    for ex in examples:
+        prompt = tok.encode(ex.prompt)
+        if kind == "diffusion":
+            g = generate(model, tok.ids, Request(tuple(prompt), schedule), time.monotonic)
+        else:
+            g = autoregressive(model, tok.ids, prompt, schedule.max_new_tokens, time.monotonic)
+        answer = tok.decode(g.token_ids)
+        correct += action_of(answer) == ex.action
+        forwards += g.forwards
+        decided += g.decided_tokens
+    return {
+        f"{label}_accuracy": round(correct / max(1, len(examples)), 4),
+        f"{label}_tokens_per_forward": round(decided / max(1, forwards), 2),
+    }

@@ -1,8 +1,8 @@
 """Train a block-diffusion model (or its autoregressive twin) on the synthetic tool-call task.
 
     python scripts/train_engine.py --kind diffusion --out runs/engine-dlm --minutes 12
-    python scripts/train_engine.py --kind autoregressive --tokenizer runs/engine-dlm/tokenizer.json \
-        --out runs/engine-ar --minutes 12
+    python scripts/train_engine.py --kind autoregressive \
+        --tokenizer runs/engine-dlm/tokenizer.json --out runs/engine-ar --minutes 12
 
 Resumable: rerunning with the same --out continues from `train_state.pt`. Logs one JSON
 line per log interval to stdout. Ends by scoring held-out accuracy and writing the
@@ -86,7 +86,6 @@ def main() -> None:
         print(json.dumps({"resumed_at_step": step}), flush=True)
     budget_s = args.minutes * 60
     rng = random.Random(TRAIN_SEED + step)
-    loss_fn = diffusion_loss if args.kind == "diffusion" else autoregressive_loss
     gen = torch.Generator(device=args.device).manual_seed(TRAIN_SEED + step)
     t_start = time.monotonic() - elapsed_s
     tokens_seen = 0
@@ -108,11 +107,10 @@ def main() -> None:
             )
         )
         with torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.device == "cuda"):
-            loss = (
-                loss_fn(model, batch, tok.ids, gen)
-                if args.kind == "diffusion"
-                else loss_fn(model, batch, tok.ids)
-            )  # type: ignore[call-arg]
+            if args.kind == "diffusion":
+                loss = diffusion_loss(model, batch, tok.ids, gen)
+            else:
+                loss = autoregressive_loss(model, batch, tok.ids)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -121,8 +119,10 @@ def main() -> None:
         tokens_seen += int(batch.prompt_len.sum() + batch.answer_len.sum())
         if step % 50 == 0:
             took = time.monotonic() - t_start
-            print(json.dumps({"step": step, "loss": round(float(loss), 4), "lr": round(lr, 6),
-                              "elapsed_s": round(took), "tokens_per_s": round(tokens_seen / max(took - elapsed_s, 1e-9))}), flush=True)  # fmt: skip
+            rate = tokens_seen / max(took - elapsed_s, 1e-9)
+            log = {"step": step, "loss": round(loss.item(), 4), "lr": round(lr, 6),
+                   "elapsed_s": round(took), "tokens_per_s": round(rate)}  # fmt: skip
+            print(json.dumps(log), flush=True)
         if step % 200 == 0:
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
                         "elapsed_s": time.monotonic() - t_start}, state_path)  # fmt: skip

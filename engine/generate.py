@@ -16,6 +16,7 @@ from enum import Enum
 import torch
 from torch import Tensor
 
+from engine.constraints import CallGrammar, CallPlan
 from engine.masks import PROMPT_BLOCK, block_diffusion_mask, with_self
 from engine.model import DiffusionLM, KVCache
 from engine.schedule import Schedule, confidence, positions_to_commit
@@ -39,6 +40,8 @@ class Request:
     schedule: Schedule = field(default_factory=Schedule)
     deadline_s: float | None = None
     """On the engine's clock; None = no deadline."""
+    grammar: CallGrammar | None = None
+    """Constrain tool calls to the tools' layouts (see engine/constraints.py)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -55,6 +58,7 @@ class DecodeState:
     steps_in_block: int = 0
     forced: bool = False
     finish: FinishReason | None = None
+    plan: CallPlan | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,16 +72,24 @@ class BlockDone:
 def new_state(request: Request, block_size: int, ids: SpecialIds) -> DecodeState:
     if not request.prompt_ids:
         raise ValueError("empty prompt")
-    return DecodeState(request, torch.full((block_size,), ids.mask), list(request.prompt_ids))
+    plan = None if request.grammar is None else CallPlan(request.grammar, request.prompt_ids)
+    canvas = torch.full((block_size,), ids.mask)
+    return DecodeState(request, canvas, list(request.prompt_ids), plan=plan)
+
+
+def answer_capacity(request: Request, block_size: int) -> int:
+    """Most answer tokens the request can take: whole blocks of `max_new_tokens`, plus
+    room to finish a tool call begun just before the limit."""
+    extra = 0 if request.grammar is None else request.grammar.max_call_tokens
+    return -(-(request.schedule.max_new_tokens + extra) // block_size) * block_size
 
 
 def check_capacity(request: Request, block_size: int, max_seq_len: int) -> None:
     """Raise ValueError when the prompt plus the longest answer does not fit the model."""
-    blocks = -(-request.schedule.max_new_tokens // block_size)
-    need = len(request.prompt_ids) + blocks * block_size
-    if need > max_seq_len:
+    answer = answer_capacity(request, block_size)
+    if len(request.prompt_ids) + answer > max_seq_len:
         raise ValueError(
-            f"prompt of {len(request.prompt_ids)} tokens + {blocks * block_size} answer tokens "
+            f"prompt of {len(request.prompt_ids)} tokens + {answer} answer tokens "
             f"exceeds the model's {max_seq_len}-token window"
         )
 
@@ -105,6 +117,9 @@ def decode_step(
         deadline = s.request.deadline_s
         s.forced |= deadline is not None and now_s + step_estimate_s > deadline
     banned = _banned(states, ids, bs, logits.shape[-1])
+    for b, s in enumerate(states):
+        if s.plan is not None:
+            s.decided += s.plan.before_commit(s.canvas, len(s.answer), logits[b], banned[b])
     conf, pred = confidence(logits, banned)
     canvas = torch.stack([s.canvas for s in states])
     masked = canvas == ids.mask
@@ -121,6 +136,8 @@ def decode_step(
         s.forwards += 1
         s.steps_in_block += 1
         s.decided += int(chosen[b].sum())
+        if s.plan is not None:
+            s.decided -= s.plan.after_commit(s.canvas, len(s.answer))
         block = _finished_block(s, ids)
         if block is not None:
             done.append(BlockDone(s, tuple(block)))
@@ -187,13 +204,16 @@ def _next_block(s: DecodeState, block: list[int], ids: SpecialIds, next_step_end
     if s.finish is not None:
         return
     deadline = s.request.deadline_s
-    if len(s.answer) >= s.request.schedule.max_new_tokens:
+    call_open = s.plan is not None and s.plan.open(len(s.answer))
+    if len(s.answer) >= s.request.schedule.max_new_tokens and not call_open:
         s.finish = FinishReason.LENGTH
-    elif s.forced and deadline is not None and next_step_end_s > deadline:
+    elif s.forced and deadline is not None and next_step_end_s > deadline and not call_open:
         s.finish = FinishReason.DEADLINE
     else:
         s.fresh, s.steps_in_block = block, 0
         s.canvas = torch.full_like(s.canvas, ids.mask)
+        if s.plan is not None:
+            s.plan.fill_block(s.canvas, len(s.answer))
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +239,7 @@ def stream(
     check_capacity(request, cfg.block_size, cfg.max_seq_len)
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
-    capacity = len(request.prompt_ids) + request.schedule.max_new_tokens + cfg.block_size
+    capacity = len(request.prompt_ids) + answer_capacity(request, cfg.block_size) + cfg.block_size
     cache = KVCache.empty(cfg, 1, capacity, device, dtype)
     state = new_state(request, cfg.block_size, ids)
     estimate_s = 0.0

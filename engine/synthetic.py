@@ -12,10 +12,13 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.constraints import CallGrammar
 from engine.schedule import Effort
-from engine.tokenizer import Special
+from engine.tokenizer import Special, TextTokenizer
 
 T = TypeVar("T", bound=tuple[Any, ...])
 
@@ -57,6 +60,48 @@ NAMES = [
     "marco",
     "nina",
 ]
+
+Service = Literal["tune-up", "flat repair", "brake check", "chain replacement"]
+Day = Literal["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+              "today", "tomorrow"]  # fmt: skip
+TimeOfDay = Literal["09:00", "10:00", "11:00", "12:00", "13:00", "14:00", "15:00", "16:00",
+                    "10:30", "14:30"]  # fmt: skip
+NAME_FIELD = Field(min_length=1, json_schema_extra={"max_tokens": 4, "grounded": True})
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BookService(_Args):
+    service: Service
+    day: Day
+    time: TimeOfDay
+    name: str = NAME_FIELD
+
+
+class OrderStatus(_Args):
+    order_number: str = Field(
+        pattern=r"^\d+$", min_length=4, max_length=6, json_schema_extra={"grounded": True}
+    )
+
+
+class OpeningHours(_Args):
+    day: Day
+
+
+class CancelBooking(_Args):
+    day: Day
+    name: str = NAME_FIELD
+
+
+TOOLS: dict[str, type[BaseModel]] = {
+    "book_service": BookService,
+    "order_status": OrderStatus,
+    "opening_hours": OpeningHours,
+    "cancel_booking": CancelBooking,
+}
+"""The synthetic task's tools; their schemas lay out the calls (engine/constraints.py)."""
 
 # Each template: (text with {slots}, held_out)
 BOOK = [
@@ -111,10 +156,20 @@ class TaskExample:
     """Without EOS."""
     action: str
     """The part after the reasoning: `<call>{json}` or `<say> text` (what accuracy checks)."""
+    call: tuple[str, dict[str, str]] | None = None
+    """(tool, arguments) when the action is a call."""
+
+    def answer_ids(self, tok: TextTokenizer, grammar: CallGrammar) -> list[int]:
+        """Training target: the call is laid out by the grammar (gap-padded slots)."""
+        if self.call is None:
+            return tok.encode(self.answer)
+        head = self.answer[: self.answer.index(Special.CALL) + len(Special.CALL)]
+        return tok.encode(head) + grammar.encode(*self.call)
 
 
-def _call(tool: str, **arguments: str) -> str:
-    return Special.CALL + json.dumps({"name": tool, "arguments": arguments})
+def _call(tool: str, **arguments: str) -> tuple[str, tuple[str, dict[str, str]]]:
+    text = Special.CALL + json.dumps({"name": tool, "arguments": arguments})
+    return text, (tool, arguments)
 
 
 def _order_words(rng: random.Random, digits: str) -> str:
@@ -123,6 +178,8 @@ def _order_words(rng: random.Random, digits: str) -> str:
 
 def _example(rng: random.Random, held_out: bool, effort: Effort) -> TaskExample:
     kind = rng.choice(["book", "book", "order", "hours", "cancel", "chat"])
+    call: tuple[str, dict[str, str]] | None = None
+    detail = ""
 
     def pick(templates: list[T]) -> T:
         return rng.choice([t for t in templates if t[-1] == held_out])
@@ -134,38 +191,49 @@ def _example(rng: random.Random, held_out: bool, effort: Effort) -> TaskExample:
         text = pick(BOOK)[0].format(
             service=rng.choice(SERVICES[service]), day=day, time=time_words, name=name
         )
-        action = _call("book_service", service=service, day=day, time=TIMES[time_words], name=name)
-        thought = f"book {service}"
+        action, call = _call(
+            "book_service", service=service, day=day, time=TIMES[time_words], name=name
+        )
+        thought, detail = f"book {service}", f"{day} {time_words} for {name}, slot free?"
     elif kind == "order":
         digits = "".join(rng.choice("0123456789") for _ in range(rng.choice([4, 5])))
         text = pick(ORDER)[0].format(order=_order_words(rng, digits))
-        action, thought = _call("order_status", order_number=digits), "order lookup"
+        (action, call), thought = _call("order_status", order_number=digits), "order lookup"
+        detail = f"number {' '.join(digits)}, read back digits"
     elif kind == "hours":
         day = rng.choice(DAYS)
         text = pick(HOURS)[0].format(day=day)
-        action, thought = _call("opening_hours", day=day), f"hours {day}"
+        (action, call), thought = _call("opening_hours", day=day), f"hours {day}"
+        detail = "check the calendar for holidays"
     elif kind == "cancel":
         day, name = rng.choice(DAYS), rng.choice(NAMES)
         text = pick(CANCEL)[0].format(day=day, name=name)
-        action, thought = _call("cancel_booking", day=day, name=name), "cancel booking"
+        (action, call), thought = _call("cancel_booking", day=day, name=name), "cancel booking"
+        detail = f"{name} on {day}, confirm after"
     else:
         line, reply, _ = pick(CHAT)
         text, action, thought = line, f"{Special.SAY} {reply}", "small talk"
+        detail = "no tool needed, keep it short"
     effort_token = {Effort.INSTANT: Special.EFFORT_INSTANT, Effort.LOW: Special.EFFORT_LOW,
                     Effort.MEDIUM: Special.EFFORT_MEDIUM}[effort]  # fmt: skip
     prompt = f"{Special.BOS}{effort_token}{Special.CALLER} {text}{Special.AGENT}"
-    reasoning = "" if effort is Effort.INSTANT else f"{Special.THINK} {thought}"
-    return TaskExample(prompt, reasoning + action, action)
+    reasoning = {
+        Effort.INSTANT: "",
+        Effort.LOW: f"{Special.THINK} {thought}",
+        Effort.MEDIUM: f"{Special.THINK} {thought}: {detail}",
+    }[effort]
+    return TaskExample(prompt, reasoning + action, action, call)
 
 
 def make_examples(n: int, seed: int, held_out: bool = False) -> list[TaskExample]:
     """n examples from the training (or held-out) templates; deterministic per seed."""
     rng = random.Random(seed)
-    efforts = [Effort.INSTANT, Effort.LOW]
+    efforts = list(Effort)
     return [_example(rng, held_out, rng.choice(efforts)) for _ in range(n)]
 
 
 def action_of(answer: str) -> str:
-    """The action part of a decoded answer (reasoning dropped), for accuracy checks."""
+    """The action part of a decoded answer (reasoning and gaps dropped), for accuracy."""
+    answer = answer.replace(Special.GAP, "")
     cut = [answer.find(t) for t in (Special.CALL, Special.SAY) if t in answer]
     return answer[min(cut) :].strip() if cut else answer.strip()

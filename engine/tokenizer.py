@@ -20,6 +20,8 @@ class Special:
     MASK = "<mask>"
     BOS = "<bos>"
     EOS = "<eos>"
+    GAP = "<gap>"
+    """Fills the unused tail of a fixed-width value slot in a tool call (engine/constraints.py)."""
     SYSTEM = "<system>"
     CALLER = "<caller>"
     AGENT = "<agent>"
@@ -32,7 +34,7 @@ class Special:
     EFFORT_MEDIUM = "<effort:medium>"
 
     ALL = (
-        PAD, MASK, BOS, EOS, SYSTEM, CALLER, AGENT, TOOL_RESULT, THINK, SAY, CALL,
+        PAD, MASK, BOS, EOS, GAP, SYSTEM, CALLER, AGENT, TOOL_RESULT, THINK, SAY, CALL,
         EFFORT_INSTANT, EFFORT_LOW, EFFORT_MEDIUM,
     )  # fmt: skip
 
@@ -43,6 +45,7 @@ class SpecialIds:
     mask: int
     bos: int
     eos: int
+    gap: int
     think: int
     say: int
     call: int
@@ -65,6 +68,7 @@ class TextTokenizer:
             mask=self.id(Special.MASK),
             bos=self.id(Special.BOS),
             eos=self.id(Special.EOS),
+            gap=self.id(Special.GAP),
             think=self.id(Special.THINK),
             say=self.id(Special.SAY),
             call=self.id(Special.CALL),

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from engine.baselines import autoregressive
+from engine.constraints import CallGrammar
 from engine.generate import Request, generate
 from engine.model import DiffusionLM
 from engine.schedule import Schedule
@@ -20,14 +21,18 @@ def evaluate(
     kind: str,
     label: str,
     schedule: Schedule | None = None,
+    grammar: CallGrammar | None = None,
 ) -> dict[str, Any]:
-    """Exact-match accuracy of the action (tool call or reply), and tokens per forward."""
+    """Exact-match accuracy of the action (tool call or reply), and tokens per forward.
+    `grammar` constrains the diffusion decoder's tool calls (the AR twin decodes freely)."""
     schedule = schedule or Schedule(threshold=0.9, max_new_tokens=96)
     correct = forwards = decided = 0
     for ex in examples:
         prompt = tok.encode(ex.prompt)
         if kind == "diffusion":
-            g = generate(model, tok.ids, Request(tuple(prompt), schedule), time.monotonic)
+            g = generate(
+                model, tok.ids, Request(tuple(prompt), schedule, grammar=grammar), time.monotonic
+            )
         else:
             g = autoregressive(model, tok.ids, prompt, schedule.max_new_tokens, time.monotonic)
         answer = tok.decode(g.token_ids)

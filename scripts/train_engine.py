@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.checkpoint import ModelCard, save
 from engine.config import preset
+from engine.constraints import CallGrammar
 from engine.model import DiffusionLM
-from engine.synthetic import make_examples
+from engine.synthetic import TOOLS, make_examples
 from engine.tokenizer import TextTokenizer
 from engine.train import Example, autoregressive_loss, collate, diffusion_loss
 from scripts.engine_eval import evaluate
@@ -71,7 +72,8 @@ def main() -> None:
     tok.save(args.out / "tokenizer.json")
     block = 1 if args.kind == "autoregressive" else args.block_size
     config = preset(args.preset, tok.vocab_size, block_size=block, max_seq_len=256)
-    examples = [Example(tok.encode(e.prompt), tok.encode(e.answer)) for e in data]
+    grammar = CallGrammar(tok, TOOLS)
+    examples = [Example(tok.encode(e.prompt), e.answer_ids(tok, grammar)) for e in data]
 
     torch.manual_seed(TRAIN_SEED)
     model = DiffusionLM(config).to(args.device)
@@ -142,6 +144,7 @@ def main() -> None:
             make_examples(args.eval_examples, EVAL_SEED, held_out=True),
             args.kind,
             "heldout",
+            grammar=grammar,
         )
     )
     metrics.update(
@@ -151,6 +154,7 @@ def main() -> None:
             make_examples(args.eval_examples, EVAL_SEED + 1),
             args.kind,
             "train_templates",
+            grammar=grammar,
         )
     )
     card = ModelCard(

@@ -23,7 +23,7 @@ from engine.model import DiffusionLM, KVCache
 from engine.schedule import Schedule
 from engine.tokenizer import SpecialIds
 
-IDS = SpecialIds(pad=0, mask=1, bos=2, eos=3, think=4, say=5, call=6)
+IDS = SpecialIds(pad=0, mask=1, bos=2, eos=3, gap=7, think=4, say=5, call=6)
 BS = 4
 
 

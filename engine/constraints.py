@@ -1,0 +1,388 @@
+"""Schema-constrained tool calls: keys and punctuation are placed, only values are denoised.
+
+A call is written after the `<call>` token as JSON laid out by a `CallGrammar`:
+
+    {"name": "<tool>", "arguments": {"key": "<value>", "n": <digits>}}
+
+Every fixed piece is tokenized on its own and every value sits in a slot of a fixed
+number of tokens, padded with the gap token (`<gap>`), so the layout of a tool's call is
+known the moment the tool is chosen. Training data is encoded with `CallGrammar.encode`,
+so the model sees exactly the layout the decoder imposes. While decoding:
+
+* once `<call>` is committed, the name slot is placed; the tool is a joint choice among
+  the tool names (sum of log-probabilities over the slot), then the tool's whole layout
+  is placed, ending in EOS;
+* enum slots are joint choices among their allowed values; text slots allow tokens that
+  cannot break a JSON string; digit slots allow digit tokens only; a `grounded` text slot
+  allows only tokens that occur in the prompt (names, order numbers are copied, never
+  invented);
+* so every decoded call parses and validates against its pydantic model, whatever the
+  weights.
+
+Supported field types: `Literal`/`Enum` strings (enum slots), `str` (text; `min_length`
+>= 1 forbids an empty value; `pattern` `^\\d+$` makes a digit slot), `int` (digit slot,
+unquoted, no leading zero). Only required fields are laid out; optional ones keep their
+defaults. Per-field options go in `json_schema_extra`: `max_tokens`, `grounded`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import torch
+from pydantic import BaseModel
+from torch import Tensor
+
+from engine.tokenizer import Special, TextTokenizer
+
+DEFAULT_TEXT_TOKENS = 8
+DEFAULT_DIGIT_TOKENS = 6
+DIGITS_PATTERN = r"^\d+$"
+FORBIDDEN_IN_STRING = set('"\\') | {chr(c) for c in range(32)}
+
+
+class SlotKind(Enum):
+    ENUM = "enum"
+    TEXT = "text"
+    DIGITS = "digits"
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    key: str
+    kind: SlotKind
+    width: int
+    """Tokens in the slot; unused positions hold the gap token."""
+    quoted: bool = True
+    min_tokens: int = 0
+    candidates: tuple[tuple[int, ...], ...] = ()
+    """ENUM: each allowed value's tokens, gap-padded to `width`."""
+    candidate_values: tuple[str, ...] = ()
+    grounded: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Fixed:
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class SlotCell:
+    slot: Slot
+    offset: int
+
+
+Cell = Fixed | SlotCell
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    name: str
+    arguments: BaseModel
+
+
+class CallGrammar:
+    """The call layouts of a tool pack, for one tokenizer."""
+
+    def __init__(self, tok: TextTokenizer, tools: dict[str, type[BaseModel]]) -> None:
+        if not tools:
+            raise ValueError("a call grammar needs at least one tool")
+        self.tok = tok
+        self.tools = dict(tools)
+        self.gap = tok.ids.gap
+        names = list(tools)
+        self.name_slot = _enum_slot("name", names, tok, self.gap)
+        self.prefix = tok.encode('{"name": "')
+        self.slots = {name: [_slot(key, field, tok, self.gap) for key, field in _required(model)]
+                      for name, model in tools.items()}  # fmt: skip
+        self._texts = [tok.decode([i]) for i in range(tok.vocab_size)]
+        self.text_allowed = _text_tokens(tok, self._texts)
+        self.digit_allowed = _digit_tokens(tok)
+        self.closing = [tok.ids.eos, tok.ids.call, tok.ids.say]
+        """Tokens that would end or replace a call: banned before a laid-out call."""
+
+    # ------------------------------------------------------------------ layouts
+
+    def name_layout(self) -> list[Cell]:
+        """Cells right after `<call>`: the prefix and the tool-name slot."""
+        return [*map(Fixed, self.prefix), *_slot_cells(self.name_slot)]
+
+    def tool_layout(self, tool: str) -> list[Cell]:
+        """Cells after the name slot, through the closing braces (EOS not included)."""
+        cells: list[Cell] = [*map(Fixed, self.tok.encode('", "arguments": {'))]
+        for i, slot in enumerate(self.slots[tool]):
+            sep = ", " if i else ""
+            quote = '"' if slot.quoted else ""
+            cells += map(Fixed, self.tok.encode(f'{sep}"{slot.key}": {quote}'))
+            cells += _slot_cells(slot)
+            if quote:
+                cells += map(Fixed, self.tok.encode(quote))
+        cells += map(Fixed, self.tok.encode("}}"))
+        return cells
+
+    def encode(self, tool: str, arguments: dict[str, Any]) -> list[int]:
+        """The token ids after `<call>` for a call (training targets). Raises ValueError
+        when a value does not fit its slot."""
+        if tool not in self.tools:
+            raise ValueError(f"unknown tool {tool!r}")
+        self.tools[tool].model_validate(arguments)
+        ids = [*self.prefix, *_fill(self.name_slot, tool, self.tok, self.gap)]
+        values = {slot.key: slot for slot in self.slots[tool]}
+        for cell in self.tool_layout(tool):
+            if isinstance(cell, Fixed):
+                ids.append(cell.token)
+            elif cell.offset == 0:
+                ids += _fill(
+                    values[cell.slot.key], str(arguments[cell.slot.key]), self.tok, self.gap
+                )
+        return ids
+
+    def parse(self, ids: list[int]) -> ToolCall:
+        """Validate the ids after `<call>` (gaps and EOS dropped). Raises ValueError."""
+        text = self.tok.decode([i for i in ids if i not in (self.gap, self.tok.ids.eos)])
+        try:
+            data = json.loads(text)
+            name = data["name"]
+            model = self.tools[name]
+            return ToolCall(name, model.model_validate(data["arguments"]))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"invalid tool call {text!r}: {exc}") from None
+
+    # ------------------------------------------------------------------ decoding
+
+    @property
+    def max_call_tokens(self) -> int:
+        """Tokens of the longest call after `<call>`, EOS included."""
+        longest = max(len(self.tool_layout(name)) for name in self.tools)
+        return len(self.name_layout()) + longest + 1
+
+    def grounded_tokens(self, prompt_ids: tuple[int, ...]) -> Tensor:
+        """(vocab,) bool: text tokens whose text occurs in the prompt. By text, not by id:
+        a name inside a sentence is tokenized with its leading space, alone without."""
+        prompt = self.tok.decode(prompt_ids)
+        grounded = torch.zeros_like(self.text_allowed)
+        for i in self.text_allowed.nonzero().flatten().tolist():
+            grounded[i] = self._texts[i] in prompt
+        return grounded
+
+    def allowed(self, cell: SlotCell, grounded: Tensor) -> Tensor:
+        """(vocab,) bool of tokens allowed at a text or digit slot position; `grounded`
+        comes from `grounded_tokens` for the request's prompt."""
+        slot = cell.slot
+        base = self.digit_allowed if slot.kind is SlotKind.DIGITS else self.text_allowed
+        allowed = base.clone()
+        if slot.grounded:
+            allowed &= grounded
+        if slot.kind is SlotKind.DIGITS and not slot.quoted and cell.offset == 0:
+            allowed[self.tok.id("0") if _has(self.tok, "0") else self.gap] = False
+        allowed[self.gap] = cell.offset >= slot.min_tokens
+        return allowed
+
+    def choose(self, slot: Slot, log_probs: dict[int, Tensor], among: set[str]) -> int:
+        """Index of the best enum candidate in `among`, scored by the sum of log-probs
+        at the slot offsets seen so far."""
+        scores = {
+            i: sum(float(log_probs[o][c[o]]) for o in log_probs)
+            for i, c in enumerate(slot.candidates)
+            if slot.candidate_values[i] in among
+        }
+        return max(scores, key=scores.__getitem__)
+
+    def feasible(self, tool: str, grounded: Tensor) -> bool:
+        """False when a grounded field has nothing in the prompt to copy from (an order
+        status call with no number said): such a tool is never chosen."""
+        for slot in self.slots[tool]:
+            base = self.digit_allowed if slot.kind is SlotKind.DIGITS else self.text_allowed
+            if slot.grounded and slot.kind is not SlotKind.ENUM and not (base & grounded).any():
+                return False
+        return True
+
+
+def _required(model: type[BaseModel]) -> list[tuple[str, dict[str, Any]]]:
+    schema = model.model_json_schema()
+    props = schema.get("properties", {})
+    defs = schema.get("$defs", {})
+    out = []
+    for key in schema.get("required", []):
+        field = props[key]
+        if "$ref" in field:
+            field = {
+                **defs[field["$ref"].split("/")[-1]],
+                **{k: v for k, v in field.items() if k != "$ref"},
+            }
+        out.append((key, field))
+    return out
+
+
+def _slot(key: str, field: dict[str, Any], tok: TextTokenizer, gap: int) -> Slot:
+    if "enum" in field or "const" in field:
+        values = [str(v) for v in field.get("enum", [field.get("const")])]
+        return _enum_slot(key, values, tok, gap)
+    kind = field.get("type")
+    min_tokens = 1 if field.get("minLength", 0) >= 1 else 0
+    if kind == "integer":
+        width = int(
+            field.get("max_tokens", len(str(field.get("maximum", 10**DEFAULT_DIGIT_TOKENS - 1))))
+        )
+        return Slot(key, SlotKind.DIGITS, width, quoted=False, min_tokens=1)
+    if kind == "string" and field.get("pattern") == DIGITS_PATTERN:
+        width = int(field.get("max_tokens", field.get("maxLength", DEFAULT_DIGIT_TOKENS)))
+        least = max(1, int(field.get("minLength", 1)))  # one token per digit
+        return Slot(
+            key, SlotKind.DIGITS, width, min_tokens=least, grounded=bool(field.get("grounded"))
+        )
+    if kind == "string":
+        width = int(field.get("max_tokens", DEFAULT_TEXT_TOKENS))
+        return Slot(
+            key, SlotKind.TEXT, width, min_tokens=min_tokens, grounded=bool(field.get("grounded"))
+        )
+    raise ValueError(f"field {key!r}: unsupported schema {field}")
+
+
+def _enum_slot(key: str, values: list[str], tok: TextTokenizer, gap: int) -> Slot:
+    encoded = [tuple(tok.encode(v)) for v in values]
+    width = max(len(e) for e in encoded)
+    padded = tuple(e + (gap,) * (width - len(e)) for e in encoded)
+    return Slot(key, SlotKind.ENUM, width, candidates=padded, candidate_values=tuple(values))
+
+
+def _slot_cells(slot: Slot) -> list[Cell]:
+    return [SlotCell(slot, i) for i in range(slot.width)]
+
+
+def _fill(slot: Slot, value: str, tok: TextTokenizer, gap: int) -> list[int]:
+    if slot.kind is SlotKind.ENUM:
+        return list(slot.candidates[slot.candidate_values.index(value)])
+    ids = tok.encode(value)
+    if len(ids) > slot.width or len(ids) < slot.min_tokens:
+        raise ValueError(
+            f"value {value!r} of {slot.key!r} takes {len(ids)} tokens; slot has {slot.width}"
+        )
+    return ids + [gap] * (slot.width - len(ids))
+
+
+def _text_tokens(tok: TextTokenizer, texts: list[str]) -> Tensor:
+    allowed = torch.zeros(tok.vocab_size, dtype=torch.bool)
+    specials = {tok.id(t) for t in Special.ALL}
+    for i, text in enumerate(texts):
+        allowed[i] = (
+            bool(text)
+            and i not in specials
+            and not (set(text) & FORBIDDEN_IN_STRING)
+            and "\ufffd" not in text
+        )
+    return allowed
+
+
+def _digit_tokens(tok: TextTokenizer) -> Tensor:
+    allowed = torch.zeros(tok.vocab_size, dtype=torch.bool)
+    for d in "0123456789":
+        if _has(tok, d):
+            allowed[tok.id(d)] = True
+    return allowed
+
+
+def _has(tok: TextTokenizer, token: str) -> bool:
+    return tok.tokenizer.token_to_id(token) is not None
+
+
+class CallPlan:
+    """Per-request constraint state: which answer positions the grammar governs.
+
+    `cells` maps answer positions to their cell. Each step the decoding loop calls
+    `before_commit` (restrict the block's logits, settle enum choices), then commits, then
+    `after_commit` (notice a committed `<call>` and lay out what follows); `fill_block`
+    places fixed tokens into a new block. `open` says a call is laid out but not yet
+    complete, so the loop must not stop at a length or deadline boundary inside it.
+    """
+
+    def __init__(self, grammar: CallGrammar, prompt_ids: tuple[int, ...]) -> None:
+        self.grammar = grammar
+        self.grounded = grammar.grounded_tokens(prompt_ids)
+        self.feasible = {name for name in grammar.tools if grammar.feasible(name, self.grounded)}
+        self.cells: dict[int, Cell] = {}
+        self.call_at: int | None = None
+        self.end: int | None = None
+        """Answer position of the call's EOS once the tool is chosen."""
+        self.tool: str | None = None
+
+    def open(self, answer_len: int) -> bool:
+        """True while the call's layout continues past `answer_len` tokens."""
+        return self.call_at is not None and (self.end is None or self.end >= answer_len)
+
+    def before_commit(
+        self, canvas: Tensor, block_start: int, logits: Tensor, banned: Tensor
+    ) -> int:
+        """Restrict `banned` (block, vocab) at governed positions and settle enum slots
+        met in this block, writing their tokens into `canvas`. Returns the number of
+        model-chosen tokens placed (enum values, gaps excluded)."""
+        mask_id = self.grammar.tok.ids.mask
+        log_probs = torch.log_softmax(logits.float(), dim=-1)  # (block, vocab)
+        enums: dict[int, tuple[Slot, dict[int, Tensor]]] = {}
+        for j in range(canvas.shape[0]):
+            pos = block_start + j
+            cell = self.cells.get(pos)
+            if canvas[j] != mask_id:
+                continue
+            if cell is None and self.call_at is not None and pos < self.call_at:
+                banned[j, self.grammar.closing] = True  # the call stays the answer's action
+            elif cell is None and not self.feasible:
+                banned[j, self.grammar.tok.ids.call] = True  # no tool can be called here
+            elif isinstance(cell, SlotCell) and cell.slot.kind is SlotKind.ENUM:
+                start = pos - cell.offset
+                enums.setdefault(start, (cell.slot, {}))[1][cell.offset] = log_probs[j]
+            elif isinstance(cell, SlotCell):
+                banned[j] = ~self.grammar.allowed(cell, self.grounded)
+        placed = 0
+        for start, (slot, seen) in enums.items():
+            among = self.feasible if slot is self.grammar.name_slot else set(slot.candidate_values)
+            choice = self.grammar.choose(slot, seen, among)
+            for offset, token in enumerate(slot.candidates[choice]):
+                self.cells[start + offset] = Fixed(token)
+                placed += token != self.grammar.gap
+            if slot is self.grammar.name_slot:
+                self.tool = slot.candidate_values[choice]
+                layout = [*self.grammar.tool_layout(self.tool), Fixed(self.grammar.tok.ids.eos)]
+                self._extend(start + slot.width, layout)
+                self.end = start + slot.width + len(layout) - 1
+        self._place(canvas, block_start)
+        return placed
+
+    def after_commit(self, canvas: Tensor, block_start: int) -> int:
+        """Lay out the call once `<call>` is committed. Returns how many committed tokens
+        were taken back because the layout now governs their positions."""
+        if self.call_at is not None:
+            return 0
+        hits = (canvas == self.grammar.tok.ids.call).nonzero()
+        if hits.numel() == 0:
+            return 0
+        self.call_at = block_start + int(hits[0]) + 1
+        self._extend(self.call_at, self.grammar.name_layout())
+        mask_id = self.grammar.tok.ids.mask
+        taken_back = 0
+        for j in range(int(hits[0]) + 1, canvas.shape[0]):
+            if canvas[j] != mask_id:
+                canvas[j] = mask_id  # decided without the layout: decide again under it
+                taken_back += 1
+        self._place(canvas, block_start)
+        return taken_back
+
+    def fill_block(self, canvas: Tensor, block_start: int) -> None:
+        self._place(canvas, block_start)
+
+    def _extend(self, start: int, layout: list[Cell]) -> None:
+        for i, cell in enumerate(layout):
+            self.cells[start + i] = cell
+
+    def _place(self, canvas: Tensor, block_start: int) -> None:
+        eos = self.grammar.tok.ids.eos
+        for j in range(canvas.shape[0]):
+            pos = block_start + j
+            cell = self.cells.get(pos)
+            if isinstance(cell, Fixed):
+                canvas[j] = cell.token
+            elif self.end is not None and pos > self.end:
+                canvas[j] = eos  # past the call's EOS: nothing left to decide

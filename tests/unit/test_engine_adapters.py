@@ -1,0 +1,248 @@
+"""The model adapters on tiny local checkpoints: scripted remote-code models and a random
+native DiffusionGemma. Nothing is downloaded."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+import torch
+
+from engine.adapters import (
+    Adapter,
+    AdapterError,
+    load_diffusion_gemma,
+    load_dream,
+    load_llada,
+    load_sdar,
+)
+from engine.adapters.base import transformers
+from engine.generate import FinishReason
+from engine.schedule import Schedule
+from tests.unit.adapter_checkpoints import (
+    EOS,
+    MASK,
+    SECOND,
+    SPAN,
+    TOP,
+    VOCAB,
+    remote_code_checkpoint,
+    tokenizer_into,
+)
+
+PROMPT = [4, 5, 6, 7, 8, 9]  # six tokens: not a whole number of 4-token blocks
+BLOCK = 4
+Loader = Callable[..., Adapter]
+CANVAS_LOADERS = [load_llada, load_dream]
+REMOTE_LOADERS = [load_llada, load_dream, load_sdar]
+
+
+def scripted(position: int) -> int:
+    return TOP + position % SPAN
+
+
+def frozen_clock() -> float:
+    return 0.0
+
+
+class TickClock:
+    """Every reading advances the time by `tick_s`: steps take time, nothing sleeps."""
+
+    def __init__(self, tick_s: float = 1.0) -> None:
+        self.now_s, self.tick_s = 0.0, tick_s
+
+    def __call__(self) -> float:
+        self.now_s += self.tick_s
+        return self.now_s
+
+
+@pytest.fixture(scope="module")
+def eos_at_17(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return remote_code_checkpoint(tmp_path_factory.mktemp("eos17"), eos_position=17)
+
+
+@pytest.fixture(scope="module")
+def eos_first(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """EOS is the top choice at the answer's first position (6) and after it, for Dream too
+    (whose position 6 reads output 5)."""
+    return remote_code_checkpoint(tmp_path_factory.mktemp("eos5"), eos_position=len(PROMPT) - 1)
+
+
+@pytest.fixture(scope="module")
+def mask_heavy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The mask id is the model's top choice at every third position."""
+    return remote_code_checkpoint(tmp_path_factory.mktemp("mask"), mask_every=3, mask_phase=0)
+
+
+@pytest.fixture(scope="module")
+def unsure(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Low confidence everywhere: one token per step unless the deadline forces more."""
+    return remote_code_checkpoint(tmp_path_factory.mktemp("unsure"), margin=1.0)
+
+
+def test_llada_reads_logits_at_their_position_and_stops_at_eos(eos_at_17: Path) -> None:
+    adapter = load_llada(eos_at_17, block_length=BLOCK)
+    gen = adapter.generate(PROMPT, Schedule(max_new_tokens=32), None, frozen_clock)
+    assert gen.token_ids == tuple(scripted(i) for i in range(len(PROMPT), 17))
+    assert gen.finish_reason is FinishReason.EOS
+    # LLaDA's default EOS ids (126081, 126348) lie outside this vocabulary: not added.
+    assert (adapter.mask_id, adapter.eos_ids) == (MASK, frozenset({EOS}))
+    assert not adapter.supports.kv_cache
+
+
+def test_dream_shifts_logits_by_one(eos_at_17: Path) -> None:
+    gen = load_dream(eos_at_17, block_length=BLOCK).generate(
+        PROMPT, Schedule(max_new_tokens=32), None, frozen_clock
+    )
+    # Position i reads the output at i - 1: the answer starts one scripted token earlier
+    # and EOS (output 17) lands at position 18.
+    assert gen.token_ids == tuple(scripted(i - 1) for i in range(len(PROMPT), 18))
+    assert gen.finish_reason is FinishReason.EOS
+
+
+def test_sdar_shares_the_prompt_tail_block_and_writes_each_block_once(eos_at_17: Path) -> None:
+    # The scripted model raises unless every cached call continues the cache exactly.
+    adapter = load_sdar(eos_at_17, block_length=BLOCK)
+    gen = adapter.generate(PROMPT, Schedule(max_new_tokens=32), None, frozen_clock)
+    assert gen.token_ids == tuple(scripted(i) for i in range(len(PROMPT), 17))
+    assert gen.finish_reason is FinishReason.EOS
+    # prefill [0, 4) + blocks [4, 8), [8, 12), [12, 16) one step and one write each +
+    # block [16, 20) one step, ending in EOS at 17.
+    assert gen.forwards == 1 + 3 * 2 + 1
+    assert gen.decided_tokens == 2 + 4 + 4 + 4
+    assert adapter.supports.kv_cache
+
+
+@pytest.mark.parametrize("load", REMOTE_LOADERS, ids=lambda f: f.__name__)
+def test_eos_is_never_the_first_answer_token(load: Loader, eos_first: Path) -> None:
+    gen = load(eos_first, block_length=BLOCK).generate(
+        PROMPT, Schedule(max_new_tokens=16), None, frozen_clock
+    )
+    assert gen.token_ids[0] == SECOND  # the runner-up, since EOS is banned there
+    assert gen.finish_reason is FinishReason.EOS
+    assert EOS not in gen.token_ids
+
+
+@pytest.mark.parametrize("load", REMOTE_LOADERS, ids=lambda f: f.__name__)
+def test_the_mask_id_is_never_emitted(load: Loader, mask_heavy: Path) -> None:
+    adapter = load(mask_heavy, block_length=BLOCK)
+    gen = adapter.generate(PROMPT, Schedule(max_new_tokens=12), None, frozen_clock)
+    assert MASK not in gen.token_ids
+    assert SECOND in gen.token_ids  # where the mask was the top choice
+    assert gen.finish_reason is FinishReason.LENGTH
+    assert len(gen.token_ids) >= 12
+
+
+@pytest.mark.parametrize("load", REMOTE_LOADERS, ids=lambda f: f.__name__)
+def test_deadline_forces_whole_blocks_and_returns_on_time(load: Loader, unsure: Path) -> None:
+    adapter = load(unsure, block_length=BLOCK)
+    schedule = Schedule(max_new_tokens=24)
+    free = adapter.generate(PROMPT, schedule, None, TickClock())
+    assert not free.deadline_forced
+    assert free.forwards >= free.decided_tokens  # unsure: one token per step
+
+    clock, deadline_s = TickClock(), 12.0
+    gen = adapter.generate(PROMPT, schedule, deadline_s, clock)
+    assert gen.deadline_forced
+    assert gen.finish_reason is FinishReason.DEADLINE
+    assert 0 < len(gen.token_ids) < len(free.token_ids)
+    assert gen.token_ids == free.token_ids[: len(gen.token_ids)]
+    # The forced step may end past the deadline by its own length; each clock reading
+    # here costs a tick, so allow it and the readings around it. A free run takes ~60.
+    assert clock.now_s <= deadline_s + 4 * clock.tick_s
+
+
+def test_tokenizer_round_trip(eos_at_17: Path) -> None:
+    tok = load_llada(eos_at_17).tokenizer
+    assert tok.encode("t7 t8 t9") == [7, 8, 9]
+    assert tok.decode([7, 8, 9]) == "t7 t8 t9"
+
+
+def test_loading_needs_a_local_directory_and_never_downloads(tmp_path: Path) -> None:
+    with pytest.raises(AdapterError, match="never download"):
+        load_llada("GSAI-ML/LLaDA-8B-Instruct")
+    with pytest.raises(AdapterError, match=r"config\.json"):
+        load_diffusion_gemma(tmp_path)
+
+
+def test_missing_transformers_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    with pytest.raises(ImportError, match=r"\.\[adapters\]"):
+        transformers()
+
+
+@pytest.fixture(scope="module")
+def tiny_gemma(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random DiffusionGemma built from transformers' own config classes."""
+    tf = transformers()
+    text = tf.DiffusionGemmaTextConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        global_head_dim=16,
+        sliding_window=16,
+        max_position_embeddings=256,
+        num_experts=2,
+        top_k_experts=1,
+        moe_intermediate_size=32,
+        layer_types=["sliding_attention", "full_attention"],
+        pad_token_id=0,
+        eos_token_id=EOS,
+        bos_token_id=1,
+    )
+    vision = {
+        "model_type": "gemma4_vision",
+        "hidden_size": 16,
+        "intermediate_size": 32,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "head_dim": 8,
+        "position_embedding_size": 64,
+        "patch_size": 4,
+    }
+    config = tf.DiffusionGemmaConfig(
+        text_config=text,
+        vision_config=vision,
+        canvas_length=8,
+        image_token_id=VOCAB - 1,
+        boi_token_id=VOCAB - 3,
+        eoi_token_id=VOCAB - 2,
+    )
+    torch.manual_seed(0)
+    directory = tmp_path_factory.mktemp("gemma")
+    tf.DiffusionGemmaForBlockDiffusion(config).save_pretrained(directory)
+    tokenizer_into(directory)
+    return directory
+
+
+def test_diffusion_gemma_native_decodes_canvases(tiny_gemma: Path) -> None:
+    adapter = load_diffusion_gemma(tiny_gemma)
+    assert adapter.mask_id is None and adapter.block_length == 8
+    assert adapter.eos_ids == frozenset({EOS})
+    gen = adapter.generate(PROMPT, Schedule(max_new_tokens=16), None, frozen_clock)
+    assert gen.token_ids and gen.finish_reason in (FinishReason.EOS, FinishReason.LENGTH)
+    assert not {0, 1, EOS} & set(gen.token_ids)  # pad, bos and EOS never in the answer
+    assert gen == adapter.generate(PROMPT, Schedule(max_new_tokens=16), None, frozen_clock)
+    # Threshold 0 accepts a whole canvas per step; the cache write rides along with the
+    # next canvas's first forward, so forwards == canvases.
+    eager = adapter.generate(PROMPT, Schedule(threshold=0.0, max_new_tokens=16), None, frozen_clock)
+    canvases = -(-len(eager.token_ids) // 8) if eager.finish_reason is FinishReason.LENGTH else 1
+    assert eager.forwards == canvases
+    assert eager.decided_tokens == 8 * eager.forwards
+
+
+def test_diffusion_gemma_deadline_stops_after_one_forced_canvas(tiny_gemma: Path) -> None:
+    adapter = load_diffusion_gemma(tiny_gemma)
+    gen = adapter.generate(PROMPT, Schedule(max_new_tokens=32), -1.0, TickClock())
+    assert gen.deadline_forced and gen.forwards == 1
+    assert gen.finish_reason in (FinishReason.DEADLINE, FinishReason.EOS)
+    assert 0 < len(gen.token_ids) <= 8

@@ -123,3 +123,65 @@ def autoregressive(
         len(answer) + (finish is FinishReason.EOS),
         clock() - start,
     )
+
+
+@torch.inference_mode()
+def autoregressive_batch(
+    model: DiffusionLM,
+    ids: SpecialIds,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    clock: Callable[[], float],
+) -> list[Generation]:
+    """Greedy decoding of a static batch on the AR twin: one batched prefill, then one
+    batched forward per token until every row has ended (rows that ended ride along).
+    Each Generation's latency runs from the call to the step that ended its row."""
+    start = clock()
+    cfg, n = model.config, len(prompts)
+    device = next(model.parameters()).device
+    dtype = next(model.parameters()).dtype
+    p_max = max(len(p) for p in prompts)
+    cache = KVCache.empty(cfg, n, p_max + max_new_tokens + 1, device, dtype)
+    tokens = torch.full((n, p_max), ids.pad, device=device)
+    for b, p in enumerate(prompts):
+        tokens[b, : len(p)] = torch.tensor(p, device=device)
+    valid = tokens != ids.pad
+    positions = torch.arange(p_max, device=device)[None].expand(n, p_max)
+    logits = model(tokens, positions, causal_mask(valid), cache, 0, valid)
+    last = logits[torch.arange(n), valid.sum(1) - 1].float()  # (n, vocab)
+    answers: list[list[int]] = [[] for _ in prompts]
+    ended: list[float | None] = [None] * n
+    row_forwards = [0] * n
+    finish = [FinishReason.LENGTH] * n
+    forwards = 1
+    banned = list(ids.never_generated())
+    while True:
+        last[:, banned] = float("-inf")
+        for b in range(n):
+            if not answers[b]:
+                last[b, ids.eos] = float("-inf")
+        picks = last.argmax(-1).tolist()
+        for b, token in enumerate(picks):
+            if ended[b] is not None:
+                continue
+            row_forwards[b] = forwards
+            if token == ids.eos:
+                finish[b], ended[b] = FinishReason.EOS, clock() - start
+            else:
+                answers[b].append(token)
+                if len(answers[b]) >= max_new_tokens:
+                    ended[b] = clock() - start
+        if all(e is not None for e in ended):
+            break
+        past = int(cache.lengths.max())
+        step = torch.tensor(picks, device=device)[:, None]  # (n, 1)
+        keys = torch.arange(past, device=device)[None] < cache.lengths[:, None]
+        mask = torch.cat([keys, torch.ones(n, 1, dtype=torch.bool, device=device)], 1)
+        logits = model(step, cache.lengths[:, None], mask[:, None, None], cache, past,
+                       torch.ones_like(step, dtype=torch.bool))  # fmt: skip
+        last = logits[:, -1].float()
+        forwards += 1
+    return [
+        Generation(tuple(a), f, False, r, len(a) + (f is FinishReason.EOS), e or 0.0)
+        for a, f, e, r in zip(answers, finish, ended, row_forwards, strict=True)
+    ]

@@ -6,16 +6,18 @@ The model card records the config, what kind of decoder the weights were trained
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from safetensors.torch import load_model, save_model
+from safetensors.torch import load_file, save_model
 
 from engine.config import ModelConfig
 from engine.model import DiffusionLM
+from engine.runtime import prepare
 from engine.tokenizer import TextTokenizer
 
 WEIGHTS = "model.safetensors"
@@ -53,15 +55,25 @@ class Checkpoint:
     card: ModelCard
 
 
-def save(directory: Path, model: DiffusionLM, tokenizer: TextTokenizer, card: ModelCard) -> None:
+def save(
+    directory: Path,
+    model: DiffusionLM,
+    tokenizer: TextTokenizer,
+    card: ModelCard,
+    dtype: torch.dtype | None = None,
+) -> None:
+    """Write the folder; `dtype` (e.g. float16 for a shipped copy) converts the weights
+    stored, not `model`."""
     directory.mkdir(parents=True, exist_ok=True)
-    save_model(model, str(directory / WEIGHTS))
+    stored = model if dtype is None else copy.deepcopy(model).to(dtype)
+    save_model(stored, str(directory / WEIGHTS))
     tokenizer.save(directory / TOKENIZER)
     (directory / CARD).write_text(json.dumps(card.to_json(), indent=2) + "\n")
 
 
-def load(directory: Path, device: str = "cpu") -> Checkpoint:
-    """Load a checkpoint folder; raises FileNotFoundError/ValueError saying what is wrong."""
+def load(directory: Path, device: str = "cpu", compile: bool = False) -> Checkpoint:
+    """Load a checkpoint folder onto `device` in its runtime dtype (engine/runtime.py);
+    raises FileNotFoundError/ValueError saying what is wrong."""
     for name in (WEIGHTS, TOKENIZER, CARD):
         if not (directory / name).is_file():
             raise FileNotFoundError(f"checkpoint {directory} lacks {name}")
@@ -85,5 +97,11 @@ def load(directory: Path, device: str = "cpu") -> Checkpoint:
             f"tokenizer has {tokenizer.vocab_size} tokens, model expects {config.vocab_size}"
         )
     model = DiffusionLM(config)
-    load_model(model, str(directory / WEIGHTS), device=device)
-    return Checkpoint(model.to(torch.device(device)).eval(), tokenizer, card)
+    state = load_file(str(directory / WEIGHTS))
+    if "embed.weight" in state:
+        state.setdefault("lm_head.weight", state["embed.weight"])  # tied: stored once
+    try:
+        model.load_state_dict({k: v.float() for k, v in state.items()})
+    except RuntimeError as exc:
+        raise ValueError(f"{directory / WEIGHTS} does not fit the card's config: {exc}") from None
+    return Checkpoint(prepare(model, device, compile=compile), tokenizer, card)

@@ -19,7 +19,7 @@ from torch import Tensor
 from engine.constraints import CallGrammar, CallPlan
 from engine.masks import PROMPT_BLOCK, block_diffusion_mask, with_self
 from engine.model import DiffusionLM, KVCache
-from engine.schedule import Schedule, confidence, positions_to_commit
+from engine.schedule import Effort, Schedule, confidence, positions_to_commit
 from engine.tokenizer import SpecialIds
 
 STEP_TIME_SMOOTHING = 0.3
@@ -183,6 +183,8 @@ def _banned(states: list[DecodeState], ids: SpecialIds, bs: int, vocab: int) -> 
     for b, s in enumerate(states):
         if not s.answer:
             banned[b, 0, ids.eos] = True  # an answer is never empty
+        if s.request.schedule.effort is Effort.INSTANT:
+            banned[b, :, ids.think] = True  # act at once: no reasoning segment
     return banned
 
 

@@ -29,6 +29,8 @@ class Effort(Enum):
 class Schedule:
     """Per-request decoding settings.
 
+    `effort`: the prompt's effort token asks the model for that much reasoning; at
+    `instant` the decoder also bans `<think>`, so the action comes first.
     `threshold`: commit every masked position whose confidence reaches it (at least
     one per step). `max_steps_per_block`: after this many steps the rest of the block
     is committed at once. `max_new_tokens` is rounded up to whole blocks.

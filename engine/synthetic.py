@@ -158,6 +158,8 @@ class TaskExample:
     """The part after the reasoning: `<call>{json}` or `<say> text` (what accuracy checks)."""
     call: tuple[str, dict[str, str]] | None = None
     """(tool, arguments) when the action is a call."""
+    effort: Effort = Effort.LOW
+    """The effort the prompt asks for (its effort token)."""
 
     def answer_ids(self, tok: TextTokenizer, grammar: CallGrammar) -> list[int]:
         """Training target: the call is laid out by the grammar (gap-padded slots)."""
@@ -222,7 +224,7 @@ def _example(rng: random.Random, held_out: bool, effort: Effort) -> TaskExample:
         Effort.LOW: f"{Special.THINK} {thought}",
         Effort.MEDIUM: f"{Special.THINK} {thought}: {detail}",
     }[effort]
-    return TaskExample(prompt, reasoning + action, action, call)
+    return TaskExample(prompt, reasoning + action, action, call, effort)
 
 
 def make_examples(n: int, seed: int, held_out: bool = False) -> list[TaskExample]:

@@ -73,6 +73,9 @@ class Bench:
         self.tok = dlm.tokenizer
         self.examples = make_examples(prompts, EVAL_SEED, held_out=True)
         self.prompts = [self.tok.encode(e.prompt) for e in self.examples]
+        self.efforts = {
+            tuple(p): e.effort for p, e in zip(self.prompts, self.examples, strict=True)
+        }
         self.grammar = CallGrammar(self.tok, TOOLS)
         self.threshold = threshold
 
@@ -85,7 +88,8 @@ class Bench:
         ]
 
     def request(self, prompt: list[int], threshold: float) -> Request:
-        schedule = Schedule(threshold=threshold, max_new_tokens=MAX_NEW_TOKENS)
+        effort = self.efforts[tuple(prompt)]  # as the prompt's effort token asks
+        schedule = Schedule(threshold=threshold, max_new_tokens=MAX_NEW_TOKENS, effort=effort)
         return Request(tuple(prompt), schedule, grammar=self.grammar)
 
     def one_by_one(self, decode: Callable[[list[int]], Generation]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from engine.baselines import autoregressive
@@ -31,7 +32,10 @@ def evaluate(
         prompt = tok.encode(ex.prompt)
         if kind == "diffusion":
             g = generate(
-                model, tok.ids, Request(tuple(prompt), schedule, grammar=grammar), time.monotonic
+                model,
+                tok.ids,
+                Request(tuple(prompt), replace(schedule, effort=ex.effort), grammar=grammar),
+                time.monotonic,
             )
         else:
             g = autoregressive(model, tok.ids, prompt, schedule.max_new_tokens, time.monotonic)

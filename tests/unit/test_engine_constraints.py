@@ -203,3 +203,14 @@ async def test_batched_constrained_requests_equal_unbatched(
         )
     assert [g.token_ids for g in together] == alone
     assert max(engine.batch_sizes) == 3
+
+
+def test_instant_effort_never_reasons(tok: TextTokenizer) -> None:
+    from engine.schedule import Effort
+
+    prompt = tuple(tok.encode(f"{Special.BOS}{Special.CALLER} hello{Special.AGENT}"))
+    model = CallBiased(random_model(tok, 7), tok.ids.think, bias=30.0)  # loves <think>
+    for effort, thinks in ((Effort.LOW, True), (Effort.INSTANT, False)):
+        schedule = Schedule(threshold=0.5, max_new_tokens=16, effort=effort)
+        g = generate(model, tok.ids, Request(prompt, schedule), time.monotonic)  # type: ignore[arg-type]
+        assert (tok.ids.think in g.token_ids) is thinks

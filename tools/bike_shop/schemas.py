@@ -1,0 +1,158 @@
+"""Argument models of the bike shop's tools; their JSON schemas lay out the engine's calls.
+
+The engine's `CallGrammar` (engine/constraints.py) places keys and punctuation and only
+denoises values, so every field here is written to be decodable under its constraints:
+
+* closed sets are `Literal`s (one joint choice among the values): service types, day
+  words, half-hour start times, transfer reasons;
+* numbers read out by the caller (order numbers) and ids copied from a tool result
+  (product ids) are digit strings, `grounded`: each digit must occur in the prompt;
+* names and free-text queries are `str` with `min_length=1`, a token budget
+  (`max_tokens`) and `grounded`, so they are copied from the conversation, never invented;
+* a quantity is a small `int` (an unquoted digit slot as wide as its maximum);
+* every field is required: the grammar lays out required fields only, so an optional
+  field could never be filled by the model.
+
+Day words are resolved against the shop's clock by `tools.bike_shop.timewords`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Service = Literal[
+    "tune-up",
+    "flat repair",
+    "brake check",
+    "chain replacement",
+    "wheel true",
+    "gear adjustment",
+    "e-bike check",
+]
+"""Workshop services; durations and daily capacity live in `catalogue.SERVICES`."""
+
+Day = Literal[
+    "today", "tomorrow",
+    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+    "next monday", "next tuesday", "next wednesday", "next thursday", "next friday",
+    "next saturday", "next sunday",
+]  # fmt: skip
+"""Day words as a caller says them; `timewords.resolve_day` turns them into dates."""
+
+SlotTime = Literal[
+    "09:00", "09:30", "10:00", "10:30", "11:00", "11:30", "12:00", "12:30", "13:00",
+    "13:30", "14:00", "14:30", "15:00", "15:30", "16:00", "16:30", "17:00", "17:30",
+    "18:00", "18:30",
+]  # fmt: skip
+"""Service start times: the half hours from the earliest opening to the last half hour
+before the latest closing (`catalogue.OPENING_HOURS`); a given day may allow fewer."""
+
+TransferReason = Literal[
+    "caller asked",
+    "complaint",
+    "warranty claim",
+    "refund",
+    "out of scope",
+    "could not help",
+]
+"""Why the call goes to a person: a closed set, so the reason is never invented."""
+
+ORDER_NUMBER_DIGITS = (4, 6)
+"""Shortest and longest order number, in digits."""
+PRODUCT_ID_DIGITS = 3
+MAX_QUANTITY = 9
+"""Most units one call may reserve; one digit, so the quantity slot is one token wide."""
+NAME_TOKENS = 6
+"""Token budget of a name slot: a first and last name in a small BPE vocabulary."""
+QUERY_TOKENS = 8
+
+
+def _grounded(max_tokens: int) -> Any:
+    return Field(min_length=1, json_schema_extra={"max_tokens": max_tokens, "grounded": True})
+
+
+def _digits(least: int, most: int) -> Any:
+    return Field(
+        pattern=r"^\d+$", min_length=least, max_length=most, json_schema_extra={"grounded": True}
+    )
+
+
+class ToolArgs(BaseModel):
+    """Base of every argument model: immutable, unknown keys rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CheckAvailability(ToolArgs):
+    """Free start times for a service on a day."""
+
+    day: Day
+    service: Service
+
+
+class BookService(ToolArgs):
+    """Book a workshop service; a retried identical booking is not duplicated."""
+
+    name: str = _grounded(NAME_TOKENS)
+    day: Day
+    time: SlotTime
+    service: Service
+
+
+class CancelBooking(ToolArgs):
+    """Cancel the caller's bookings on a day."""
+
+    name: str = _grounded(NAME_TOKENS)
+    day: Day
+
+
+class OrderStatus(ToolArgs):
+    """Look up an online order by the number the caller reads out digit by digit."""
+
+    order_number: str = _digits(*ORDER_NUMBER_DIGITS)
+
+
+class SearchProducts(ToolArgs):
+    """Search the catalogue with the caller's own words."""
+
+    query: str = _grounded(QUERY_TOKENS)
+
+
+class ReserveProduct(ToolArgs):
+    """Put a product aside for pickup; `product_id` is copied from a search result."""
+
+    product_id: str = _digits(PRODUCT_ID_DIGITS, PRODUCT_ID_DIGITS)
+    quantity: int = Field(ge=1, le=MAX_QUANTITY)
+    name: str = _grounded(NAME_TOKENS)
+
+
+class OpeningHours(ToolArgs):
+    """Opening hours on a day."""
+
+    day: Day
+
+
+class TransferToHuman(ToolArgs):
+    """Hand the call to a person."""
+
+    reason: TransferReason
+
+
+class EndCall(ToolArgs):
+    """Hang up politely; no arguments (the call reads `"arguments": {}`)."""
+
+
+ARGUMENT_MODELS: dict[str, type[BaseModel]] = {
+    "check_availability": CheckAvailability,
+    "book_service": BookService,
+    "cancel_booking": CancelBooking,
+    "order_status": OrderStatus,
+    "search_products": SearchProducts,
+    "reserve_product": ReserveProduct,
+    "opening_hours": OpeningHours,
+    "transfer_to_human": TransferToHuman,
+    "end_call": EndCall,
+}
+"""Tool name → argument model; `CallGrammar(tok, ARGUMENT_MODELS)` lays out the calls."""

@@ -1,0 +1,307 @@
+"""Workshop tools: opening hours, service availability, booking and cancelling.
+
+Each takes its validated arguments and a `ShopContext`, returns a result from
+`results`, or raises `ToolError`. Day words are resolved against `ctx.now()`; a booking
+must start on the half hour, at or after opening, finish by closing, and not be in the
+past. Bookings are written in one IMMEDIATE transaction: the capacity check and the
+insert cannot interleave with another booking.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+
+from tools.bike_shop.catalogue import SLOT_MINUTES, WEEKDAYS
+from tools.bike_shop.db import ShopContext, name_key
+from tools.bike_shop.results import (
+    Availability,
+    Booking,
+    Cancellation,
+    Hours,
+    ToolError,
+    ToolErrorKind,
+)
+from tools.bike_shop.schemas import BookService, CancelBooking, CheckAvailability, OpeningHours
+from tools.bike_shop.speakable import (
+    number_words,
+    say_day,
+    say_hour_span,
+    say_list,
+    say_on_day,
+    say_price,
+    say_time,
+)
+from tools.bike_shop.timewords import (
+    DAYS_PER_WEEK,
+    MINUTES_PER_HOUR,
+    parse_slot,
+    resolve_day,
+    slot_text,
+)
+
+TIMES_TO_OFFER = 3
+"""How many free times a reply reads out (the result lists them all)."""
+DAYS_TO_OFFER = 2
+SEARCH_DAYS = 14
+"""How far ahead alternatives for a full or closed day are looked for."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Service:
+    name: str
+    duration_min: int
+    daily_capacity: int
+    price_cents: int
+
+
+def _hours(conn: sqlite3.Connection, day: date) -> tuple[time, time] | None:
+    row = conn.execute(
+        "SELECT opens, closes FROM opening_hours WHERE weekday = ?", (day.weekday(),)
+    ).fetchone()
+    if row is None or row["opens"] is None:
+        return None
+    return parse_slot(row["opens"]), parse_slot(row["closes"])
+
+
+def _service(conn: sqlite3.Connection, name: str) -> _Service:
+    row = conn.execute("SELECT * FROM services WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        raise ToolError(ToolErrorKind.INVALID_ARGUMENTS, f"Sorry, we don't offer a {name}.")
+    return _Service(row["name"], row["duration_min"], row["daily_capacity"], row["price_cents"])
+
+
+def _starts(hours: tuple[time, time], duration_min: int) -> list[time]:
+    """Half-hour starts from opening such that the service ends by closing."""
+    opens, closes = (datetime.combine(date.min, t) for t in hours)
+    starts, t = [], opens
+    while t + timedelta(minutes=duration_min) <= closes:
+        starts.append(t.time())
+        t += timedelta(minutes=SLOT_MINUTES)
+    return starts
+
+
+def _taken(conn: sqlite3.Connection, day: date, service: str) -> set[str]:
+    rows = conn.execute(
+        "SELECT start FROM bookings WHERE day = ? AND service = ? AND cancelled = 0",
+        (day.isoformat(), service),
+    ).fetchall()
+    return {row["start"] for row in rows}
+
+
+def _free_times(conn: sqlite3.Connection, day: date, service: _Service, now: datetime) -> list[str]:
+    """Free starts that day, or none when the day is closed, full or over."""
+    hours = _hours(conn, day)
+    taken = _taken(conn, day, service.name)
+    if hours is None or len(taken) >= service.daily_capacity:
+        return []
+    starts = [t for t in _starts(hours, service.duration_min) if datetime.combine(day, t) > now]
+    return [slot_text(t) for t in starts if slot_text(t) not in taken]
+
+
+def _days_with_room(
+    conn: sqlite3.Connection, after: date, service: _Service, now: datetime
+) -> list[date]:
+    days = (after + timedelta(days=i) for i in range(1, SEARCH_DAYS + 1))
+    return [d for d in days if _free_times(conn, d, service, now)][:DAYS_TO_OFFER]
+
+
+def _offer_days(days: list[date], today: date) -> str:
+    """A sentence offering `days`."""
+    if not days:
+        return f"I have nothing free in the next {number_words(SEARCH_DAYS)} days."
+    return f"I could do {say_list([say_day(d, today) for d in days], 'or')}."
+
+
+def opening_hours(args: OpeningHours, ctx: ShopContext) -> Hours:
+    now = ctx.now()
+    day = resolve_day(args.day, now.date())
+    spoken = say_day(day, now.date())
+    with ctx.db.read() as conn:
+        hours = _hours(conn, day)
+        next_open = next(
+            (d, h)
+            for d in (day + timedelta(days=i) for i in range(1, DAYS_PER_WEEK + 1))
+            if (h := _hours(conn, d)) is not None
+        )
+    if hours is None:
+        weekday = WEEKDAYS[day.weekday()]
+        then = f"{say_day(next_open[0], now.date())} at {say_time(next_open[1][0])}"
+        return Hours(
+            day.isoformat(), None, None, f"We're closed on {weekday}s; we open again {then}."
+        )
+    opens, closes = hours
+    when = spoken.capitalize() if spoken in ("today", "tomorrow") else f"On {spoken}"
+    return Hours(
+        day.isoformat(),
+        slot_text(opens),
+        slot_text(closes),
+        f"{when} we're open {say_hour_span(opens, closes)}.",
+    )
+
+
+def _open_hours(
+    conn: sqlite3.Connection, day: date, service: _Service, now: datetime
+) -> tuple[time, time]:
+    """The day's hours; raises CLOSED_THAT_DAY (offering days with room) when closed."""
+    hours = _hours(conn, day)
+    if hours is None:
+        days = _days_with_room(conn, day, service, now)
+        raise ToolError(
+            ToolErrorKind.CLOSED_THAT_DAY,
+            f"We're closed on {WEEKDAYS[day.weekday()]}s. {_offer_days(days, now.date())}",
+            tuple(d.isoformat() for d in days),
+        )
+    return hours
+
+
+def check_availability(args: CheckAvailability, ctx: ShopContext) -> Availability:
+    now = ctx.now()
+    day = resolve_day(args.day, now.date())
+    spoken = say_on_day(day, now.date())
+    with ctx.db.read() as conn:
+        service = _service(conn, args.service)
+        _open_hours(conn, day, service, now)
+        times = _free_times(conn, day, service, now)
+        if not times:
+            days = _days_with_room(conn, day, service, now)
+            over = (
+                day == now.date() and len(_taken(conn, day, service.name)) < service.daily_capacity
+            )
+            kind = ToolErrorKind.IN_THE_PAST if over else ToolErrorKind.FULLY_BOOKED
+            reason = "there's no time left today" if over else f"we're fully booked {spoken}"
+            raise ToolError(
+                kind,
+                f"Sorry, {reason} for a {service.name}. {_offer_days(days, now.date())}",
+                tuple(d.isoformat() for d in days),
+            )
+    offered = say_list([say_time(parse_slot(t)) for t in times[:TIMES_TO_OFFER]], "or")
+    return Availability(
+        day.isoformat(),
+        service.name,
+        tuple(times),
+        f"For a {service.name} {spoken}, I can do {offered}.",
+    )
+
+
+def book_service(args: BookService, ctx: ShopContext) -> Booking:
+    now = ctx.now()
+    day = resolve_day(args.day, now.date())
+    start = parse_slot(args.time)
+    spoken = f"{say_on_day(day, now.date())} at {say_time(start)}"
+    with ctx.db.write() as conn:
+        service = _service(conn, args.service)
+        hours = _open_hours(conn, day, service, now)
+        starts = _starts(hours, service.duration_min)
+        if start not in starts:
+            first, last = (say_time(starts[i] if starts else hours[0]) for i in (0, -1))
+            raise ToolError(
+                ToolErrorKind.INVALID_TIME,
+                f"A {service.name} takes {number_words(service.duration_min)} minutes; "
+                f"{say_day(day, now.date())} we can start one between {first} and {last}.",
+                tuple(slot_text(t) for t in starts),
+            )
+        if datetime.combine(day, start) <= now:
+            later = tuple(_free_times(conn, day, service, now))
+            raise ToolError(
+                ToolErrorKind.IN_THE_PAST, "Sorry, that time has already passed.", later
+            )
+        key = name_key(args.name)
+        existing = conn.execute(
+            "SELECT booking_id FROM bookings WHERE name_key = ? AND day = ? AND start = ? "
+            "AND service = ? AND cancelled = 0",
+            (key, day.isoformat(), args.time, service.name),
+        ).fetchone()
+        if existing is None:
+            on_day = say_on_day(day, now.date())
+            taken = _taken(conn, day, service.name)
+            if len(taken) >= service.daily_capacity:
+                days = _days_with_room(conn, day, service, now)
+                raise ToolError(
+                    ToolErrorKind.FULLY_BOOKED,
+                    f"Sorry, we're fully booked for a {service.name} {on_day}. "
+                    + _offer_days(days, now.date()),
+                    tuple(d.isoformat() for d in days),
+                )
+            if args.time in taken:
+                free = _free_times(conn, day, service, now)
+                nearest = sorted(free, key=lambda t: abs(_minutes(parse_slot(t)) - _minutes(start)))
+                offer = say_list([say_time(parse_slot(t)) for t in nearest[:TIMES_TO_OFFER]], "or")
+                raise ToolError(
+                    ToolErrorKind.SLOT_TAKEN,
+                    f"That time's taken, but I could do {offer}.",
+                    tuple(nearest[:TIMES_TO_OFFER]),
+                )
+            cursor = conn.execute(
+                "INSERT INTO bookings (name, name_key, day, start, service) VALUES (?, ?, ?, ?, ?)",
+                (args.name, key, day.isoformat(), args.time, service.name),
+            )
+            booking_id = int(cursor.lastrowid or 0)
+        else:
+            booking_id = int(existing["booking_id"])
+    return Booking(
+        booking_id,
+        args.name,
+        day.isoformat(),
+        args.time,
+        service.name,
+        service.duration_min,
+        service.price_cents,
+        existing is not None,
+        f"You're booked in for a {service.name} {spoken}, {args.name}. "
+        f"It takes about {number_words(service.duration_min)} minutes "
+        f"and costs {say_price(service.price_cents)}.",
+    )
+
+
+def _minutes(t: time) -> int:
+    return t.hour * MINUTES_PER_HOUR + t.minute
+
+
+def cancel_booking(args: CancelBooking, ctx: ShopContext) -> Cancellation:
+    now = ctx.now()
+    day = resolve_day(args.day, now.date())
+    spoken = say_on_day(day, now.date())
+    key = name_key(args.name)
+    with ctx.db.write() as conn:
+        rows = conn.execute(
+            "SELECT service, cancelled FROM bookings WHERE name_key = ? AND day = ? ORDER BY start",
+            (key, day.isoformat()),
+        ).fetchall()
+        active = tuple(r["service"] for r in rows if not r["cancelled"])
+        if active:
+            conn.execute(
+                "UPDATE bookings SET cancelled = 1 "
+                "WHERE name_key = ? AND day = ? AND cancelled = 0",
+                (key, day.isoformat()),
+            )
+            said = say_list(list(active))
+            return Cancellation(
+                args.name,
+                day.isoformat(),
+                active,
+                False,
+                f"Done, I've cancelled your {said} {spoken}.",
+            )
+        if rows:
+            services = tuple(r["service"] for r in rows)
+            return Cancellation(
+                args.name,
+                day.isoformat(),
+                services,
+                True,
+                f"That booking {spoken} is already cancelled.",
+            )
+        other = conn.execute(
+            "SELECT DISTINCT day FROM bookings WHERE name_key = ? AND cancelled = 0 AND day >= ? "
+            "ORDER BY day",
+            (key, now.date().isoformat()),
+        ).fetchall()
+    days = [date.fromisoformat(r["day"]) for r in other]
+    hint = f" I do have one {say_list([say_on_day(d, now.date()) for d in days])}." if days else ""
+    raise ToolError(
+        ToolErrorKind.NO_SUCH_BOOKING,
+        f"I can't find a booking for {args.name} {spoken}.{hint}",
+        tuple(d.isoformat() for d in days),
+    )

@@ -89,6 +89,40 @@ class ModelSettings(_Section):
     llm: str = Field("embedded", description="`embedded` or a local checkpoint directory")
 
 
+class HearingSettings(_Section):
+    """VAD, turn detection and streaming ASR (`voice_agent.hearing`).
+
+    The ASR model and its device are chosen in `[models]` (`asr_model`, `device`).
+    """
+
+    speech_threshold: float = Field(0.5, gt=0, lt=1, description="VAD probability to start")
+    silence_threshold: float = Field(0.35, gt=0, lt=1, description="VAD probability to stay")
+    min_speech_ms: int = Field(200, gt=0, description="shorter speech is not a turn")
+    end_of_turn_silence_ms: int = Field(300, gt=0, description="silence that ends a turn")
+    barge_in_ms: int = Field(500, gt=0, description="speech over the agent that interrupts")
+    barge_in_threshold: float = Field(0.5, gt=0, lt=1)
+    partial_interval_ms: int = Field(500, gt=0, description="new speech between partials")
+    partial_context_s: float = Field(10.0, ge=2, le=30, description="partials' encoder window")
+    compute_type: Literal["auto", "int8", "int8_float32", "int8_float16", "float16", "float32"] = (
+        Field("auto", description="auto: int8 on CPU, float16 on CUDA")
+    )
+    cpu_threads: int = Field(2, ge=0, description="0: CTranslate2's default")
+    beam_size: int = Field(1, ge=1, le=10, description="finals' beam; 1 is greedy")
+    initial_prompt: str | None = Field(None, description="vocabulary hint, e.g. shop name")
+    hotwords: str | None = Field(None, description="product names to favour")
+    max_pending: int = Field(4, ge=1, description="decodes queued on the shared worker")
+    cache_dir: Path | None = Field(None, description="where Whisper base's halves are joined")
+
+    @model_validator(mode="after")
+    def _hysteresis(self) -> HearingSettings:
+        if self.silence_threshold > self.speech_threshold:
+            raise ValueError(
+                f"silence_threshold={self.silence_threshold} exceeds "
+                f"speech_threshold={self.speech_threshold}"
+            )
+        return self
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -101,6 +135,7 @@ class Settings(BaseSettings):
     auth: AuthSettings = AuthSettings()
     budgets: BudgetSettings = BudgetSettings()
     models: ModelSettings = ModelSettings()
+    hearing: HearingSettings = HearingSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -1,0 +1,225 @@
+"""Speech recognition with faster-whisper: one shared model, decoded on a worker thread.
+
+`load_whisper` loads a model once per (name, device, compute type) from the installed
+packages (`voice_agent.hearing.models`), with `local_files_only=True`. `decode` is the
+blocking transcription of one buffer; `AsrWorker` runs decodes on a single worker thread
+behind a bounded queue so the event loop never waits on the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from voice_agent.hearing.models import locate_model
+
+AudioF32 = npt.NDArray[np.float32]
+"""Mono 16 kHz float32 samples in [-1, 1), what Whisper reads."""
+ASR_RATE_HZ = 16000
+LANGUAGE = "en"
+_INSTALL_HINT = "install the `asr` extra: pip install -e '.[asr]'"
+_MEL_FRAMES_PER_S = 100  # Whisper's feature hop is 10 ms
+_SAMPLES_PER_MEL_FRAME = ASR_RATE_HZ // _MEL_FRAMES_PER_S
+# A partial's token budget: generous for speech (3-6 tokens/s), short enough to stop a
+# decoder that starts repeating itself.
+_MAX_TOKENS_BASE, _MAX_TOKENS_PER_S = 40, 10
+
+
+@dataclass(frozen=True, slots=True)
+class AsrConfig:
+    """How to load and run the recognizer.
+
+    `compute_type` "auto" means int8 on CPU and float16 on CUDA. `initial_prompt` and
+    `hotwords` bias recognition toward the tool pack's vocabulary (shop and product
+    names). `max_pending` bounds the decodes queued or running on the worker.
+    `partial_context_s` is the encoder window of partial decodes (see `decode`).
+    """
+
+    model: Literal["tiny.en", "base"] = "tiny.en"
+    device: Literal["cpu", "cuda"] = "cpu"
+    compute_type: str = "auto"
+    cpu_threads: int = 0
+    beam_size: int = 1
+    initial_prompt: str | None = None
+    hotwords: str | None = None
+    max_pending: int = 4
+    cache_dir: Path | None = None
+    partial_context_s: float = 10.0
+
+    @property
+    def resolved_compute_type(self) -> str:
+        if self.compute_type != "auto":
+            return self.compute_type
+        return "float16" if self.device == "cuda" else "int8"
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """One decode's text and its wall-clock compute time in milliseconds."""
+
+    text: str
+    compute_ms: float
+
+
+class AsrOverloadedError(RuntimeError):
+    """The worker's queue is full; the caller should degrade (e.g. apologize), not wait."""
+
+
+def load_whisper(config: AsrConfig) -> Any:
+    """The shared faster-whisper model for `config` (loaded on first call, then cached).
+
+    Raises ModelNotInstalledError naming a missing model package, RuntimeError when
+    faster-whisper itself is missing.
+    """
+    return _load(
+        config.model,
+        config.device,
+        config.resolved_compute_type,
+        config.cpu_threads,
+        config.cache_dir,
+    )
+
+
+@lru_cache(maxsize=4)
+def _load(
+    name: str, device: str, compute_type: str, cpu_threads: int, cache_dir: Path | None
+) -> Any:
+    try:
+        from faster_whisper import WhisperModel
+    except ImportError as exc:
+        raise RuntimeError(f"speech recognition needs faster-whisper: {_INSTALL_HINT}") from exc
+    folder = locate_model(name, cache_dir)
+    return WhisperModel(
+        str(folder),
+        device=device,
+        compute_type=compute_type,
+        cpu_threads=cpu_threads,
+        local_files_only=True,
+    )
+
+
+def decode(model: Any, audio: AudioF32, config: AsrConfig, partial: bool = False) -> Decoded:
+    """Transcribe 16 kHz float32 audio in one blocking call (runs on any thread).
+
+    A final (`partial=False`) is faster-whisper's standard transcription: greedy or beam
+    search per `config.beam_size`, temperature 0, no timestamps, no conditioning on
+    earlier text (a turn is decoded on its own). A partial encodes only
+    `config.partial_context_s` of audio instead of Whisper's 30 s window: about four
+    times cheaper on a CPU and a little less accurate, good enough for provisional text
+    (audio longer than that is cut to its most recent part). Empty audio gives "".
+    """
+    started = time.perf_counter()
+    if not len(audio):
+        return Decoded("", 0.0)
+    audio = np.ascontiguousarray(audio, dtype=np.float32)
+    if partial:
+        text = _decode_short(model, audio, config)
+    else:
+        segments, _info = model.transcribe(
+            audio,
+            language=LANGUAGE,
+            beam_size=config.beam_size,
+            temperature=0.0,
+            without_timestamps=True,
+            condition_on_previous_text=False,
+            vad_filter=False,
+            initial_prompt=config.initial_prompt,
+            hotwords=config.hotwords,
+        )
+        text = " ".join(segment.text.strip() for segment in segments).strip()
+    return Decoded(text, (time.perf_counter() - started) * 1000.0)
+
+
+def _decode_short(model: Any, audio: AudioF32, config: AsrConfig) -> str:
+    """One greedy pass over a shortened encoder window (CTranslate2 accepts it)."""
+    from faster_whisper.tokenizer import Tokenizer
+    from faster_whisper.transcribe import get_suppressed_tokens
+
+    frames = int(config.partial_context_s * _MEL_FRAMES_PER_S)
+    features = model.feature_extractor(audio[-frames * _SAMPLES_PER_MEL_FRAME :])
+    features = np.pad(features, ((0, 0), (0, max(0, frames - features.shape[-1]))))
+    tokenizer = Tokenizer(
+        model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=LANGUAGE
+    )
+    previous = tokenizer.encode(" " + config.initial_prompt) if config.initial_prompt else []
+    prompt = model.get_prompt(
+        tokenizer, previous, without_timestamps=True, hotwords=config.hotwords
+    )
+    seconds = len(audio) / ASR_RATE_HZ
+    result = model.model.generate(
+        model.encode(features[:, :frames]),
+        [prompt],
+        beam_size=1,
+        max_length=int(_MAX_TOKENS_BASE + _MAX_TOKENS_PER_S * seconds),
+        suppress_blank=True,
+        suppress_tokens=get_suppressed_tokens(tokenizer, [-1]),
+    )[0]
+    return str(tokenizer.decode(result.sequences_ids[0])).strip()
+
+
+class AsrWorker:
+    """Runs decodes for every call on one thread, so calls share one model.
+
+    At most `config.max_pending` decodes are queued or running. A partial returns None
+    instead of queueing when half of that is taken, so partials never pile up ahead of
+    finals; a final over the limit raises AsrOverloadedError.
+    """
+
+    def __init__(
+        self,
+        config: AsrConfig | None = None,
+        model: Any | None = None,
+        decoder: Callable[[Any, AudioF32, AsrConfig, bool], Decoded] = decode,
+    ) -> None:
+        """Loads the model now unless one is passed (tests pass a fake with `decoder`)."""
+        self._config = config or AsrConfig()
+        if self._config.max_pending < 1:
+            raise ValueError(f"max_pending must be at least 1, got {self._config.max_pending}")
+        self._model = model if model is not None else load_whisper(self._config)
+        self._decoder = decoder
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="asr")
+        self._lock = threading.Lock()
+        self._pending = 0
+
+    @property
+    def config(self) -> AsrConfig:
+        return self._config
+
+    @property
+    def pending(self) -> int:
+        return self._pending
+
+    async def transcribe(self, audio: AudioF32, *, partial: bool = False) -> Decoded | None:
+        """Decode `audio` on the worker (see `decode`); None only for a partial when the
+        queue is busy. Raises AsrOverloadedError for a final when the queue is full."""
+        limit = max(1, self._config.max_pending // 2) if partial else self._config.max_pending
+        with self._lock:
+            if self._pending >= limit:
+                if partial:
+                    return None
+                raise AsrOverloadedError(
+                    f"{self._pending} decodes already pending (max_pending={limit})"
+                )
+            self._pending += 1
+        try:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(
+                self._executor, self._decoder, self._model, audio, self._config, partial
+            )
+        finally:
+            with self._lock:
+                self._pending -= 1
+
+    def close(self) -> None:
+        """Stop accepting work; waits for the decode in progress."""
+        self._executor.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,186 @@
+"""Hearing one call: audio in; speech boundaries, barge-in and transcripts out.
+
+`Listener` wires the pieces for one call: resampling to 16 kHz, the Silero VAD, the turn
+detector, the streaming policy (`TurnAudio`) and decodes on the shared `AsrWorker`.
+`feed` is cheap and synchronous (VAD plus bookkeeping, well under a millisecond per
+20 ms frame); decodes run as tasks on the worker thread, and every event comes out of the
+listener's async iterator in order: `SpeechStarted`, any `BargeIn` and
+`PartialTranscript`s, `SpeechEnded`, then the turn's `FinalTranscript` (or
+`TranscriptionFailed`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+from voice_agent.audio import StreamResampler
+from voice_agent.events import Pcm16
+from voice_agent.hearing.asr import ASR_RATE_HZ, AsrOverloadedError, AudioF32, Decoded
+from voice_agent.hearing.events import (
+    BargeIn,
+    FinalTranscript,
+    HearingEvent,
+    PartialTranscript,
+    SpeechEnded,
+    SpeechStarted,
+    TranscriptionFailed,
+)
+from voice_agent.hearing.streaming import StreamingConfig, TurnAudio
+from voice_agent.hearing.turns import TurnConfig, TurnDetector
+from voice_agent.hearing.vad import SileroVad, check_rate
+
+
+class Transcriber(Protocol):
+    """What the listener needs from the recognizer (`AsrWorker` in production)."""
+
+    async def transcribe(self, audio: AudioF32, *, partial: bool = False) -> Decoded | None:
+        """A partial may be dropped (None) when busy; a final raises AsrOverloadedError."""
+        ...
+
+
+_Speculation = tuple[int, int, "asyncio.Task[Decoded | None]"]  # (turn, speech end ms, task)
+
+
+class Listener:
+    """Hears one call's inbound audio. Use from one event loop; not thread-safe."""
+
+    def __init__(
+        self,
+        transcriber: Transcriber,
+        sample_rate_hz: int,
+        turn_config: TurnConfig | None = None,
+        streaming_config: StreamingConfig | None = None,
+        vad: SileroVad | None = None,
+    ) -> None:
+        """Raises ValueError when `sample_rate_hz` is below 8000 Hz or not an integer."""
+        self._vad = vad or SileroVad(ASR_RATE_HZ)
+        if self._vad.sample_rate_hz != ASR_RATE_HZ:
+            raise ValueError(f"the listener's VAD must read {ASR_RATE_HZ} Hz audio")
+        self._vad.reset()
+        check_rate(sample_rate_hz)
+        self._resampler = StreamResampler(sample_rate_hz, ASR_RATE_HZ)
+        self._transcriber = transcriber
+        self._turns = TurnDetector(turn_config)
+        self._audio = TurnAudio(streaming_config)
+        self._config = streaming_config or StreamingConfig()
+        self._queue: asyncio.Queue[HearingEvent | None] = asyncio.Queue()
+        self._turn = 0
+        self._partial: asyncio.Task[None] | None = None
+        self._partial_allowed_ms = 0  # stream time before which no new partial starts
+        self._speculation: _Speculation | None = None
+        self._finals: list[asyncio.Task[None]] = []
+        self._closed = False
+
+    def set_agent_speaking(self, speaking: bool) -> None:
+        """Tell the listener whether the caller hears the agent now (for barge-in)."""
+        self._turns.set_agent_speaking(speaking)
+
+    def feed(self, samples: Pcm16) -> None:
+        """Feed the next chunk of caller audio at the call's rate (any length).
+
+        Must be called from a running event loop. Raises TypeError/ValueError on samples
+        that are not mono int16, RuntimeError after `close`.
+        """
+        if self._closed:
+            raise RuntimeError("the listener is closed")
+        audio = self._resampler.process(samples)
+        self._audio.push(audio)
+        for frame in self._vad.process(audio):
+            if self._turns.in_speech and frame.probability >= self._turns.config.silence_threshold:
+                self._audio.note_voiced(frame.end_ms - frame.start_ms)
+            for event in self._turns.feed(frame.probability, frame.start_ms, frame.end_ms):
+                self._on_turn_event(event)
+        if self._turns.in_speech:
+            self._schedule_decodes()
+
+    async def close(self) -> None:
+        """End of the call's audio: closes an open turn, waits for its final, then ends
+        the event iterator."""
+        if self._closed:
+            return
+        self._closed = True
+        for event in self._turns.finish():
+            self._on_turn_event(event)
+        if self._partial is not None:
+            self._partial.cancel()
+        await asyncio.gather(*self._finals, return_exceptions=True)
+        self._queue.put_nowait(None)
+
+    async def __aiter__(self) -> AsyncIterator[HearingEvent]:
+        while (event := await self._queue.get()) is not None:
+            yield event
+
+    # ---------------------------------------------------------------- internals
+
+    def _on_turn_event(self, event: SpeechStarted | SpeechEnded | BargeIn) -> None:
+        if isinstance(event, SpeechStarted):
+            self._turn += 1
+            self._speculation = None
+            self._audio.begin_turn(event.start_ms)
+            self._audio.note_voiced(event.detected_ms - event.start_ms)
+        self._queue.put_nowait(event)
+        if isinstance(event, SpeechEnded):
+            self._finals = [task for task in self._finals if not task.done()]
+            self._finals.append(self._finish_turn(event))
+            self._audio.end_turn()
+
+    def _schedule_decodes(self) -> None:
+        silence_ms = self._turns.trailing_silence_ms
+        speech_end_ms = self._turns.last_voiced_end_ms
+        if silence_ms >= self._config.speculate_after_ms:
+            if self._speculation is None or self._speculation[1] != speech_end_ms:
+                self._speculation = (self._turn, speech_end_ms, self._start_final(speech_end_ms))
+        elif (
+            self._audio.partial_due()
+            and (self._partial is None or self._partial.done())
+            and self._audio.end_ms >= self._partial_allowed_ms
+        ):
+            start_ms, end_ms, audio = self._audio.take_partial()
+            self._partial = asyncio.ensure_future(
+                self._run_partial(self._turn, start_ms, end_ms, audio)
+            )
+
+    def _start_final(self, speech_end_ms: int) -> asyncio.Task[Decoded | None]:
+        _, _, audio = self._audio.final_audio(speech_end_ms)
+        return asyncio.ensure_future(self._decode_final(audio))
+
+    async def _decode_final(self, audio: AudioF32) -> Decoded | None:
+        try:
+            return await self._transcriber.transcribe(audio)
+        except AsrOverloadedError:
+            return None  # reported as TranscriptionFailed if this decode was the final
+
+    async def _run_partial(self, turn: int, start_ms: int, end_ms: int, audio: AudioF32) -> None:
+        decoded = await self._transcriber.transcribe(audio, partial=True)
+        if decoded is not None:
+            # Leave the worker idle at least as long as the partial took (a duty cycle
+            # of 1 - idle_ratio): a final should rarely queue behind a partial.
+            idle_ms = decoded.compute_ms * self._config.partial_idle_ratio
+            self._partial_allowed_ms = self._audio.end_ms + int(idle_ms)
+        if decoded is not None and decoded.text and turn == self._turn and self._turns.in_speech:
+            self._queue.put_nowait(PartialTranscript(decoded.text, start_ms, end_ms))
+
+    def _finish_turn(self, ended: SpeechEnded) -> asyncio.Task[None]:
+        """Start (or adopt the speculative) final decode now, while the turn's audio is
+        still held; the returned task reports it."""
+        speculation, self._speculation = self._speculation, None
+        start_ms, end_ms, _ = self._audio.final_audio(ended.end_ms)
+        if speculation is not None and speculation[:2] == (self._turn, ended.end_ms):
+            task = speculation[2]
+        else:
+            task = self._start_final(ended.end_ms)
+        return asyncio.ensure_future(self._report_final(task, start_ms, end_ms))
+
+    async def _report_final(
+        self, task: asyncio.Task[Decoded | None], start_ms: int, end_ms: int
+    ) -> None:
+        decoded = await task
+        if decoded is None:
+            reason = "the speech recognizer is overloaded (its queue is full)"
+            self._queue.put_nowait(TranscriptionFailed(start_ms, end_ms, reason))
+        else:
+            self._queue.put_nowait(
+                FinalTranscript(decoded.text, start_ms, end_ms, decoded.compute_ms)
+            )

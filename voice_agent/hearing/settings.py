@@ -1,0 +1,40 @@
+"""Component configs for hearing, built from the validated process settings."""
+
+from __future__ import annotations
+
+from voice_agent.config import Settings
+from voice_agent.hearing.asr import AsrConfig
+from voice_agent.hearing.streaming import StreamingConfig
+from voice_agent.hearing.turns import TurnConfig
+
+
+def turn_config(settings: Settings) -> TurnConfig:
+    h = settings.hearing
+    return TurnConfig(
+        speech_threshold=h.speech_threshold,
+        silence_threshold=h.silence_threshold,
+        min_speech_ms=h.min_speech_ms,
+        end_of_turn_silence_ms=h.end_of_turn_silence_ms,
+        barge_in_ms=h.barge_in_ms,
+        barge_in_threshold=h.barge_in_threshold,
+    )
+
+
+def streaming_config(settings: Settings) -> StreamingConfig:
+    return StreamingConfig(partial_interval_ms=settings.hearing.partial_interval_ms)
+
+
+def asr_config(settings: Settings) -> AsrConfig:
+    h = settings.hearing
+    return AsrConfig(
+        model=settings.models.asr_model,
+        device=settings.models.device,
+        compute_type=h.compute_type,
+        cpu_threads=h.cpu_threads,
+        beam_size=h.beam_size,
+        initial_prompt=h.initial_prompt,
+        hotwords=h.hotwords,
+        max_pending=h.max_pending,
+        cache_dir=h.cache_dir,
+        partial_context_s=h.partial_context_s,
+    )

@@ -8,6 +8,6 @@ echo "== ruff"
 ruff check voice_agent engine tools tests scripts
 ruff format --check voice_agent engine tools tests scripts
 echo "== mypy"
-mypy voice_agent engine
+mypy voice_agent engine tools
 echo "== pytest"
 pytest -q -p no:cacheprovider "$@"

@@ -185,54 +185,64 @@ def check_availability(args: CheckAvailability, ctx: ShopContext) -> Availabilit
     )
 
 
+def _check_start(
+    conn: sqlite3.Connection, day: date, start: time, service: _Service, now: datetime
+) -> None:
+    """Raise CLOSED_THAT_DAY, INVALID_TIME or IN_THE_PAST for a start that cannot be."""
+    hours = _open_hours(conn, day, service, now)
+    starts = _starts(hours, service.duration_min)
+    if start not in starts:
+        first, last = (say_time(starts[i] if starts else hours[0]) for i in (0, -1))
+        raise ToolError(
+            ToolErrorKind.INVALID_TIME,
+            f"A {service.name} takes {number_words(service.duration_min)} minutes; "
+            f"{say_day(day, now.date())} we can start one between {first} and {last}.",
+            tuple(slot_text(t) for t in starts),
+        )
+    if datetime.combine(day, start) <= now:
+        later = tuple(_free_times(conn, day, service, now))
+        raise ToolError(ToolErrorKind.IN_THE_PAST, "Sorry, that time has already passed.", later)
+
+
+def _check_room(
+    conn: sqlite3.Connection, day: date, start: time, service: _Service, now: datetime
+) -> None:
+    """Raise FULLY_BOOKED (offering other days) or SLOT_TAKEN (offering the nearest free
+    times that day)."""
+    free = _free_times(conn, day, service, now)
+    if not free:
+        days = _days_with_room(conn, day, service, now)
+        raise ToolError(
+            ToolErrorKind.FULLY_BOOKED,
+            f"Sorry, we're fully booked for a {service.name} {say_on_day(day, now.date())}. "
+            + _offer_days(days, now.date()),
+            tuple(d.isoformat() for d in days),
+        )
+    if slot_text(start) not in free:
+        nearest = sorted(free, key=lambda t: abs(_minutes(parse_slot(t)) - _minutes(start)))
+        nearest = nearest[:TIMES_TO_OFFER]
+        offer = say_list([say_time(parse_slot(t)) for t in nearest], "or")
+        raise ToolError(
+            ToolErrorKind.SLOT_TAKEN, f"That time's taken, but I could do {offer}.", tuple(nearest)
+        )
+
+
 def book_service(args: BookService, ctx: ShopContext) -> Booking:
+    """Book, or return the identical active booking a retried call already made."""
     now = ctx.now()
     day = resolve_day(args.day, now.date())
     start = parse_slot(args.time)
-    spoken = f"{say_on_day(day, now.date())} at {say_time(start)}"
+    key = name_key(args.name)
     with ctx.db.write() as conn:
         service = _service(conn, args.service)
-        hours = _open_hours(conn, day, service, now)
-        starts = _starts(hours, service.duration_min)
-        if start not in starts:
-            first, last = (say_time(starts[i] if starts else hours[0]) for i in (0, -1))
-            raise ToolError(
-                ToolErrorKind.INVALID_TIME,
-                f"A {service.name} takes {number_words(service.duration_min)} minutes; "
-                f"{say_day(day, now.date())} we can start one between {first} and {last}.",
-                tuple(slot_text(t) for t in starts),
-            )
-        if datetime.combine(day, start) <= now:
-            later = tuple(_free_times(conn, day, service, now))
-            raise ToolError(
-                ToolErrorKind.IN_THE_PAST, "Sorry, that time has already passed.", later
-            )
-        key = name_key(args.name)
+        _check_start(conn, day, start, service, now)
         existing = conn.execute(
             "SELECT booking_id FROM bookings WHERE name_key = ? AND day = ? AND start = ? "
             "AND service = ? AND cancelled = 0",
             (key, day.isoformat(), args.time, service.name),
         ).fetchone()
         if existing is None:
-            on_day = say_on_day(day, now.date())
-            taken = _taken(conn, day, service.name)
-            if len(taken) >= service.daily_capacity:
-                days = _days_with_room(conn, day, service, now)
-                raise ToolError(
-                    ToolErrorKind.FULLY_BOOKED,
-                    f"Sorry, we're fully booked for a {service.name} {on_day}. "
-                    + _offer_days(days, now.date()),
-                    tuple(d.isoformat() for d in days),
-                )
-            if args.time in taken:
-                free = _free_times(conn, day, service, now)
-                nearest = sorted(free, key=lambda t: abs(_minutes(parse_slot(t)) - _minutes(start)))
-                offer = say_list([say_time(parse_slot(t)) for t in nearest[:TIMES_TO_OFFER]], "or")
-                raise ToolError(
-                    ToolErrorKind.SLOT_TAKEN,
-                    f"That time's taken, but I could do {offer}.",
-                    tuple(nearest[:TIMES_TO_OFFER]),
-                )
+            _check_room(conn, day, start, service, now)
             cursor = conn.execute(
                 "INSERT INTO bookings (name, name_key, day, start, service) VALUES (?, ?, ?, ?, ?)",
                 (args.name, key, day.isoformat(), args.time, service.name),
@@ -240,19 +250,13 @@ def book_service(args: BookService, ctx: ShopContext) -> Booking:
             booking_id = int(cursor.lastrowid or 0)
         else:
             booking_id = int(existing["booking_id"])
+    spoken = f"{say_on_day(day, now.date())} at {say_time(start)}"
     return Booking(
-        booking_id,
-        args.name,
-        day.isoformat(),
-        args.time,
-        service.name,
-        service.duration_min,
-        service.price_cents,
-        existing is not None,
-        f"You're booked in for a {service.name} {spoken}, {args.name}. "
-        f"It takes about {number_words(service.duration_min)} minutes "
-        f"and costs {say_price(service.price_cents)}.",
-    )
+        booking_id, args.name, day.isoformat(), args.time, service.name, service.duration_min,
+        service.price_cents, existing is not None,
+        f"You're booked in for a {service.name} {spoken}, {args.name}. It takes about "
+        f"{number_words(service.duration_min)} minutes and costs {say_price(service.price_cents)}.",
+    )  # fmt: skip
 
 
 def _minutes(t: time) -> int:

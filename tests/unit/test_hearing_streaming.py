@@ -1,0 +1,195 @@
+"""Streaming policy and the listener's orchestration, with a scripted VAD and a fake
+recognizer: which audio is decoded when, and in which order events come out."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from voice_agent.hearing.asr import AsrOverloadedError, Decoded
+from voice_agent.hearing.events import (
+    FinalTranscript,
+    PartialTranscript,
+    SpeechEnded,
+    SpeechStarted,
+    TranscriptionFailed,
+)
+from voice_agent.hearing.listener import Listener
+from voice_agent.hearing.streaming import StreamingConfig, TurnAudio
+from voice_agent.hearing.turns import TurnConfig
+from voice_agent.hearing.vad import VadFrame
+
+RATE = 16000
+FRAME_MS = 32
+FRAME = RATE * FRAME_MS // 1000
+TURNS = TurnConfig(min_speech_ms=96, end_of_turn_silence_ms=320)
+
+
+def ramp(ms: int, start_ms: int = 0) -> np.ndarray:
+    """Audio whose sample value encodes its own time in ms (so slices are checkable)."""
+    t = np.arange(start_ms * 16, (start_ms + ms) * 16) // 16
+    return t.astype(np.int16)
+
+
+class ScriptedVad:
+    """Stands in for SileroVad: one probability per 32 ms frame, from a script."""
+
+    sample_rate_hz = RATE
+
+    def __init__(self, probabilities: list[float]) -> None:
+        self._probabilities = probabilities
+        self._pending = 0
+        self._done = 0
+
+    def reset(self) -> None:
+        pass
+
+    def process(self, samples: np.ndarray) -> list[VadFrame]:
+        self._pending += len(samples)
+        frames = []
+        while self._pending >= FRAME:
+            self._pending -= FRAME
+            p = self._probabilities[self._done] if self._done < len(self._probabilities) else 0.0
+            frames.append(VadFrame(p, self._done * FRAME_MS, (self._done + 1) * FRAME_MS))
+            self._done += 1
+        return frames
+
+
+class FakeRecognizer:
+    """Answers instantly; records each decode as (partial, first ms, last ms)."""
+
+    def __init__(self, fail_finals: bool = False) -> None:
+        self.calls: list[tuple[bool, int, int]] = []
+        self._fail_finals = fail_finals
+
+    async def transcribe(self, audio: np.ndarray, *, partial: bool = False) -> Decoded | None:
+        pcm = np.rint(audio * 32768).astype(int)
+        self.calls.append((partial, int(pcm[0]), int(pcm[-1])))
+        await asyncio.sleep(0)
+        if self._fail_finals and not partial:
+            raise AsrOverloadedError("full")
+        return Decoded(f"{'partial' if partial else 'final'} {len(audio) // 16} ms", 1.0)
+
+
+async def hear(
+    probabilities: list[float], recognizer: FakeRecognizer, config: StreamingConfig
+) -> list[object]:
+    listener = Listener(recognizer, RATE, TURNS, config, vad=ScriptedVad(probabilities))  # type: ignore[arg-type]
+    audio = ramp(len(probabilities) * FRAME_MS)
+    for k in range(0, len(audio), 320):  # 20 ms chunks, like a phone call
+        listener.feed(audio[k : k + 320])
+        await asyncio.sleep(0)  # let decode tasks run between chunks
+    await listener.close()
+    return [event async for event in listener]
+
+
+CONFIG = StreamingConfig(
+    partial_interval_ms=320, pre_roll_ms=64, tail_pad_ms=64, partial_idle_ratio=0.0
+)
+
+
+async def test_events_come_in_order_and_the_final_covers_the_whole_turn() -> None:
+    recognizer = FakeRecognizer()
+    events = await hear([0.0] * 10 + [0.9] * 40 + [0.0] * 15, recognizer, CONFIG)
+    kinds = [type(e) for e in events]
+    assert kinds[0] is SpeechStarted
+    assert kinds[-2:] == [SpeechEnded, FinalTranscript]
+    assert set(kinds[1:-2]) == {PartialTranscript}
+    final = events[-1]
+    assert isinstance(final, FinalTranscript)
+    # Speech 320..1600 ms, with 64 ms of pre-roll and tail pad.
+    assert (final.start_ms, final.end_ms) == (256, 1664)
+    finals = [c for c in recognizer.calls if not c[0]]
+    assert finals == [(False, 256, 1663)]  # exactly one final decode: the speculative one
+
+
+async def test_partials_come_every_interval_of_new_speech() -> None:
+    recognizer = FakeRecognizer()
+    await hear([0.9] * 50 + [0.0] * 15, recognizer, CONFIG)
+    partials = [c for c in recognizer.calls if c[0]]
+    # 1600 ms of speech, a partial per 320 ms of it; each starts at the turn's start.
+    assert 4 <= len(partials) <= 5
+    assert all(first == 0 for _, first, _ in partials)
+    ends = [last for _, _, last in partials]
+    assert ends == sorted(ends) and ends[-1] > 1200
+
+
+async def test_a_pause_starts_a_speculative_final_that_is_dropped_when_speech_resumes() -> None:
+    recognizer = FakeRecognizer()
+    probs = [0.9] * 20 + [0.0] * 5 + [0.9] * 20 + [0.0] * 15  # a 160 ms pause mid-turn
+    events = await hear(probs, recognizer, CONFIG)
+    finals = [c for c in recognizer.calls if not c[0]]
+    assert len(finals) == 2  # the speculation at the pause, then the real one
+    assert finals[0][2] < 20 * FRAME_MS + 64  # stopped at the pause
+    final = events[-1]
+    assert isinstance(final, FinalTranscript) and final.end_ms == 45 * FRAME_MS + 64
+    assert sum(isinstance(e, FinalTranscript) for e in events) == 1
+
+
+async def test_an_overloaded_recognizer_gives_transcription_failed() -> None:
+    events = await hear([0.9] * 20 + [0.0] * 15, FakeRecognizer(fail_finals=True), CONFIG)
+    assert isinstance(events[-1], TranscriptionFailed)
+    assert "overloaded" in events[-1].reason
+
+
+async def test_silence_gives_no_events_and_no_decodes() -> None:
+    recognizer = FakeRecognizer()
+    assert await hear([0.0] * 100, recognizer, CONFIG) == []
+    assert recognizer.calls == []
+
+
+async def test_hang_up_mid_turn_still_gives_the_final() -> None:
+    events = await hear([0.9] * 30, FakeRecognizer(), CONFIG)
+    assert [type(e) for e in events][-2:] == [SpeechEnded, FinalTranscript]
+
+
+async def test_feed_after_close_is_an_error() -> None:
+    listener = Listener(FakeRecognizer(), RATE, TURNS, CONFIG, vad=ScriptedVad([]))  # type: ignore[arg-type]
+    await listener.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        listener.feed(np.zeros(160, np.int16))
+
+
+def test_listener_rejects_a_rate_below_8k() -> None:
+    with pytest.raises(ValueError, match="at least 8000 Hz"):
+        Listener(FakeRecognizer(), 4000, vad=ScriptedVad([]))  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- TurnAudio alone
+
+
+def test_turn_audio_keeps_pre_roll_and_cuts_the_final_at_the_tail_pad() -> None:
+    audio = TurnAudio(StreamingConfig(pre_roll_ms=100, tail_pad_ms=50, history_ms=500))
+    audio.push(ramp(3000))
+    audio.begin_turn(2800)  # only the last 500 ms were kept; 2700 is inside them
+    audio.push(ramp(1000, 3000))
+    start_ms, end_ms, samples = audio.final_audio(3500)
+    assert (start_ms, end_ms) == (2700, 3550)
+    pcm = np.rint(samples * 32768).astype(int)
+    assert (pcm[0], pcm[-1]) == (2700, 3549)
+
+
+def test_turn_audio_partial_window_is_bounded_to_the_most_recent_audio() -> None:
+    audio = TurnAudio(StreamingConfig(max_window_ms=1000, partial_interval_ms=100))
+    audio.begin_turn(0)
+    audio.push(ramp(5000))
+    audio.note_voiced(100)
+    assert audio.partial_due()
+    start_ms, end_ms, _ = audio.take_partial()
+    assert (start_ms, end_ms) == (4000, 5000)
+    assert not audio.partial_due()  # the new-speech count was reset
+
+
+def test_between_turns_only_the_history_is_kept() -> None:
+    audio = TurnAudio(StreamingConfig(history_ms=200))
+    audio.push(ramp(10_000))
+    audio.begin_turn(0)  # earlier than anything kept: starts at the oldest sample
+    start_ms, _, _ = audio.final_audio(10_000)
+    assert start_ms == 9800
+
+
+def test_final_audio_needs_a_turn() -> None:
+    with pytest.raises(RuntimeError, match="no turn"):
+        TurnAudio().final_audio(100)

@@ -40,7 +40,13 @@ class Transcriber(Protocol):
         ...
 
 
-_Speculation = tuple[int, int, "asyncio.Task[Decoded | None]"]  # (turn, speech end ms, task)
+class _Final:
+    """A final decode in flight: which turn and speech end it was for, its audio bounds."""
+
+    def __init__(self, turn: int, speech_end_ms: int, start_ms: int, end_ms: int) -> None:
+        self.turn, self.speech_end_ms = turn, speech_end_ms
+        self.start_ms, self.end_ms = start_ms, end_ms
+        self.task: asyncio.Task[Decoded | None] | None = None
 
 
 class Listener:
@@ -69,8 +75,9 @@ class Listener:
         self._turn = 0
         self._partial: asyncio.Task[None] | None = None
         self._partial_allowed_ms = 0  # stream time before which no new partial starts
-        self._speculation: _Speculation | None = None
+        self._speculation: _Final | None = None
         self._finals: list[asyncio.Task[None]] = []
+        self._decodes: set[asyncio.Task[Decoded | None]] = set()
         self._closed = False
 
     def set_agent_speaking(self, speaking: bool) -> None:
@@ -106,6 +113,8 @@ class Listener:
         if self._partial is not None:
             self._partial.cancel()
         await asyncio.gather(*self._finals, return_exceptions=True)
+        for task in self._decodes:  # speculations that were never adopted
+            task.cancel()
         self._queue.put_nowait(None)
 
     async def __aiter__(self) -> AsyncIterator[HearingEvent]:
@@ -129,9 +138,9 @@ class Listener:
     def _schedule_decodes(self) -> None:
         silence_ms = self._turns.trailing_silence_ms
         speech_end_ms = self._turns.last_voiced_end_ms
-        if silence_ms >= self._config.speculate_after_ms:
-            if self._speculation is None or self._speculation[1] != speech_end_ms:
-                self._speculation = (self._turn, speech_end_ms, self._start_final(speech_end_ms))
+        if silence_ms >= self._config.tail_pad_ms:
+            if self._speculation is None or self._speculation.speech_end_ms != speech_end_ms:
+                self._speculation = self._start_final(speech_end_ms)
         elif (
             self._audio.partial_due()
             and (self._partial is None or self._partial.done())
@@ -142,9 +151,13 @@ class Listener:
                 self._run_partial(self._turn, start_ms, end_ms, audio)
             )
 
-    def _start_final(self, speech_end_ms: int) -> asyncio.Task[Decoded | None]:
-        _, _, audio = self._audio.final_audio(speech_end_ms)
-        return asyncio.ensure_future(self._decode_final(audio))
+    def _start_final(self, speech_end_ms: int) -> _Final:
+        start_ms, end_ms, audio = self._audio.final_audio(speech_end_ms)
+        final = _Final(self._turn, speech_end_ms, start_ms, end_ms)
+        final.task = asyncio.ensure_future(self._decode_final(audio))
+        self._decodes.add(final.task)
+        final.task.add_done_callback(self._decodes.discard)
+        return final
 
     async def _decode_final(self, audio: AudioF32) -> Decoded | None:
         try:
@@ -165,22 +178,19 @@ class Listener:
     def _finish_turn(self, ended: SpeechEnded) -> asyncio.Task[None]:
         """Start (or adopt the speculative) final decode now, while the turn's audio is
         still held; the returned task reports it."""
-        speculation, self._speculation = self._speculation, None
-        start_ms, end_ms, _ = self._audio.final_audio(ended.end_ms)
-        if speculation is not None and speculation[:2] == (self._turn, ended.end_ms):
-            task = speculation[2]
-        else:
-            task = self._start_final(ended.end_ms)
-        return asyncio.ensure_future(self._report_final(task, start_ms, end_ms))
+        final, self._speculation = self._speculation, None
+        if final is None or (final.turn, final.speech_end_ms) != (self._turn, ended.end_ms):
+            final = self._start_final(ended.end_ms)
+        assert final.task is not None
+        self._decodes.discard(final.task)  # adopted: awaited, never cancelled by close
+        return asyncio.ensure_future(self._report_final(final))
 
-    async def _report_final(
-        self, task: asyncio.Task[Decoded | None], start_ms: int, end_ms: int
-    ) -> None:
-        decoded = await task
+    async def _report_final(self, final: _Final) -> None:
+        assert final.task is not None
+        decoded = await final.task
         if decoded is None:
             reason = "the speech recognizer is overloaded (its queue is full)"
-            self._queue.put_nowait(TranscriptionFailed(start_ms, end_ms, reason))
+            self._queue.put_nowait(TranscriptionFailed(final.start_ms, final.end_ms, reason))
         else:
-            self._queue.put_nowait(
-                FinalTranscript(decoded.text, start_ms, end_ms, decoded.compute_ms)
-            )
+            text, compute_ms = decoded.text, decoded.compute_ms
+            self._queue.put_nowait(FinalTranscript(text, final.start_ms, final.end_ms, compute_ms))

@@ -9,8 +9,8 @@ costs about the same, and the final is what the caller waits for. Two decodes ma
 
 - partials, every `partial_interval_ms` of new speech while the caller talks (skipped
   when the worker is busy), give the agent early text;
-- a speculative final starts as soon as the caller has been quiet for
-  `speculate_after_ms`, on the whole turn's audio. If the silence lasts until the turn
+- a speculative final starts as soon as the caller has been quiet for `tail_pad_ms`,
+  on the whole turn's audio. If the silence lasts until the turn
   ends, that decode *is* the final, already under way during the end-of-turn wait; if the
   caller goes on, it is discarded. The final is therefore always a one-shot decode of
   the whole turn, exactly as accurate as transcribing the utterance in one piece.
@@ -38,12 +38,11 @@ class StreamingConfig:
     partial_idle_ratio: float = 1.0
     """After a partial that took T ms, wait at least ratio * T ms of stream time before
     the next: on a slow CPU partials then hold the worker at most half the time."""
-    speculate_after_ms: int = 64
-    """Silence after which the final decode starts speculatively (two VAD frames)."""
     pre_roll_ms: int = 250
     """Audio kept before a turn's detected start (the VAD fires a little late)."""
-    tail_pad_ms: int = 150
-    """Audio kept after a turn's last voiced frame (soft word endings)."""
+    tail_pad_ms: int = 64
+    """Audio decoded after a turn's last voiced frame (soft word endings); also the
+    silence after which the final starts speculatively (two VAD frames)."""
     max_window_ms: int = 9_000
     """Longest audio a partial decodes (its most recent part): inside the partial
     decoder's 10 s encoder window."""

@@ -56,6 +56,25 @@ async def test_worker_bounds_its_queue_drops_partials_and_refuses_finals() -> No
     worker.close()
 
 
+async def test_a_cancelled_caller_keeps_its_slot_until_the_decode_ends() -> None:
+    decoder = GatedDecoder()
+    worker = AsrWorker(AsrConfig(max_pending=1), model=object(), decoder=decoder)
+    task = asyncio.ensure_future(worker.transcribe(np.zeros(160, np.float32)))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    await asyncio.sleep(0.01)
+    assert worker.pending == 1  # the decode still runs on the worker thread
+    with pytest.raises(AsrOverloadedError):
+        await worker.transcribe(np.zeros(160, np.float32))
+    decoder.gate.set()
+    for _ in range(100):
+        if worker.pending == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert worker.pending == 0
+    worker.close()
+
+
 async def test_the_event_loop_keeps_running_while_a_decode_blocks() -> None:
     decoder = GatedDecoder()
     worker = AsrWorker(AsrConfig(), model=object(), decoder=decoder)

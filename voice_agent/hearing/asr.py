@@ -211,14 +211,15 @@ class AsrWorker:
                     f"{self._pending} decodes already pending (max_pending={limit})"
                 )
             self._pending += 1
-        try:
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(
-                self._executor, self._decoder, self._model, audio, self._config, partial
-            )
-        finally:
-            with self._lock:
-                self._pending -= 1
+        job = self._executor.submit(self._decoder, self._model, audio, self._config, partial)
+        # Released when the job really ends: a cancelled caller does not stop a decode
+        # already running, and the bound must keep counting it.
+        job.add_done_callback(self._release)
+        return await asyncio.wrap_future(job)
+
+    def _release(self, _job: object) -> None:
+        with self._lock:
+            self._pending -= 1
 
     def close(self) -> None:
         """Stop accepting work; waits for the decode in progress."""

@@ -4,7 +4,9 @@
 
 Each fixture is one utterance, trimmed of the TTS engine's padding, as mono PCM16 WAV:
 phone fixtures are 8 kHz after a G.711 μ-law round trip (what a Twilio call delivers),
-the others 16 kHz. Needs the `tts` extra (piper) and Debian's espeak-ng.
+the others 16 kHz. Needs the `tts` extra (piper) and Debian's espeak-ng. Piper samples
+its prosody noise at random, so a rerun gives slightly different audio; the committed
+WAVs are the ones the tests were checked against.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ CLIPS = (
     ),
     ("order_espeak_16k", "espeak:en-us", "My order number is four seven two nine.", False),
     ("okay_piper_8k", "piper:joe", "okay", True),
+    ("zephyr_piper_8k", "piper:joe", "Do you have the Zephyr Tourer in stock?", True),
 )
 
 

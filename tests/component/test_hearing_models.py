@@ -132,6 +132,16 @@ def test_partial_decoding_reads_the_same_words() -> None:
     assert {"appointment", "friday"} <= set(words(text))
 
 
+def test_a_prompt_with_the_shops_vocabulary_fixes_a_product_name() -> None:
+    speech, rate = fixture("zephyr_piper_8k")  # "Do you have the Zephyr Tourer in stock?"
+    audio = pcm16_to_float32(resample(speech, rate, 16000))
+    model = load_whisper(AsrConfig())
+    assert "tourer" not in words(decode(model, audio, AsrConfig()).text)  # "zephyr tour"
+    hinted = AsrConfig(initial_prompt="Velo bike shop. Zephyr Tourer, Kestrel Cycles.")
+    assert {"zephyr", "tourer"} <= set(words(decode(model, audio, hinted).text))
+    assert {"zephyr", "tourer"} <= set(words(decode(model, audio, hinted, partial=True).text))
+
+
 def test_empty_audio_decodes_to_nothing() -> None:
     config = AsrConfig()
     assert decode(load_whisper(config), np.zeros(0, np.float32), config).text == ""

@@ -145,6 +145,29 @@ async def test_hang_up_mid_turn_still_gives_the_final() -> None:
     assert [type(e) for e in events][-2:] == [SpeechEnded, FinalTranscript]
 
 
+async def test_empty_chunks_change_nothing() -> None:
+    recognizer = FakeRecognizer()
+    listener = Listener(recognizer, RATE, TURNS, CONFIG, vad=ScriptedVad([0.9] * 100))  # type: ignore[arg-type]
+    for _ in range(10):
+        listener.feed(np.zeros(0, np.int16))
+    await listener.close()
+    assert [event async for event in listener] == [] and recognizer.calls == []
+
+
+async def test_other_input_rates_are_resampled_onto_the_same_clock() -> None:
+    probs = [0.0] * 10 + [0.9] * 20 + [0.0] * 15
+    listener = Listener(FakeRecognizer(), 44100, TURNS, CONFIG, vad=ScriptedVad(probs))  # type: ignore[arg-type]
+    audio = np.zeros(44100 * len(probs) * FRAME_MS // 1000 + 441, np.int16)
+    for k in range(0, len(audio), 882):
+        listener.feed(audio[k : k + 882])
+        await asyncio.sleep(0)
+    await listener.close()
+    events = [event async for event in listener]
+    started, ended = events[0], next(e for e in events if isinstance(e, SpeechEnded))
+    assert isinstance(started, SpeechStarted) and started.start_ms == 10 * FRAME_MS
+    assert ended.end_ms == 30 * FRAME_MS
+
+
 async def test_feed_after_close_is_an_error() -> None:
     listener = Listener(FakeRecognizer(), RATE, TURNS, CONFIG, vad=ScriptedVad([]))  # type: ignore[arg-type]
     await listener.close()

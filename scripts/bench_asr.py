@@ -203,9 +203,10 @@ def bench_model(name: str, clips: list[Clip], args: argparse.Namespace) -> dict[
         "missing_finals": len(rows) - len(done),
         "split_turns": sum(r["turns"] > 1 for r in rows),
         "partials_per_utterance": round(statistics.mean(r["partials"] for r in rows), 2),
-        "samples": [
-            {k: r[k] for k in ("voice", "noisy", "text_ref", "text", "one_shot")}
-            for r in rows[:: max(1, len(rows) // 12)]
+        "rows": [
+            {k: r[k] for k in ("voice", "noisy", "text_ref", "text", "one_shot", "turns")}
+            | {k: r[k] and round(r[k]) for k in ("final_latency_ms", "compute_ms")}
+            for r in rows
         ],
     }
 

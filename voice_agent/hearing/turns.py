@@ -31,7 +31,7 @@ class TurnConfig:
     speech_threshold: float = 0.5
     silence_threshold: float = 0.35
     min_speech_ms: int = 200
-    end_of_turn_silence_ms: int = 300
+    end_of_turn_silence_ms: int = 400
     barge_in_ms: int = 500
     barge_in_threshold: float = 0.5
 

@@ -1,0 +1,199 @@
+"""What callers say: frame templates per dialogue act, training and held-out parts.
+
+Slots: {svc} service phrase, {day}, {time}, {vague} (a vague time), {name}, {order},
+{product}, {pname} (a product name from a result), {qty}, {item} (an item number).
+Held-out frames are whole templates that never occur in training dialogues; openers and
+closers are composed around the frames (`with_edges`), multiplying the variety.
+"""
+
+from __future__ import annotations
+
+import random
+
+from voice_agent.brain.phrasing import Pool, Split, pool
+
+OPENERS = pool("|hi|hello|hi there|yeah hi|good morning|hey|hello, yes|hi, um|morning",
+               "good afternoon|hiya", mixed=True)  # fmt: skip
+CLOSERS = pool("|please|thanks|if that's possible|thank you|cheers", "if you can", mixed=True)
+
+
+def with_edges(rng: random.Random, split: Split, frame: str, *, opener: bool = True) -> str:
+    """`frame` with an optional greeting before and a politeness word after."""
+    head = OPENERS.pick(rng, split) if opener else ""
+    tail = CLOSERS.pick(rng, split)
+    return " ".join(p for p in (f"{head}," if head else "", frame, tail) if p)
+
+
+BOOK: dict[tuple[str, ...], Pool] = {
+    (): pool("my bike needs some work|i'd like to book my bike in|can i book a repair|"
+             "i need to bring my bike in|i want to make an appointment for my bike|"
+             "do you have space in the workshop",
+             "i'd like to get my bike booked in somewhere|my bike's not riding right"),
+    ("svc",): pool("i'd like {svc}|i need {svc}|can i book {svc}|could i get {svc}|"
+                   "i'm looking to get {svc}|i want to book in for {svc}|"
+                   "is it possible to get {svc}|"
+                   "my bike needs {svc}|i was hoping to get {svc}|can you do {svc}",
+                   "i'm after {svc}|would you have room for {svc}|need {svc} done"),
+    ("svc", "day"): pool("i'd like {svc} {day}|can i book {svc} for {day}|"
+                         "could you do {svc} {day}|i need {svc}, {day} ideally|"
+                         "{day}, can i get {svc}|is {svc} possible {day}",
+                         "any room for {svc} {day}|hoping for {svc} {day}"),
+    ("svc", "day", "vague"): pool("i'd like {svc} {day} {vague}|can i get {svc} {day}, {vague}|"
+                                  "i need {svc}, {day} {vague} would be great",
+                                  "{svc} {day} {vague} if you have space"),
+    ("svc", "day", "time"): pool("can i book {svc} {day} at {time}|i'd like {svc} {day} at {time}|"
+                                 "could i get {svc} {day}, {time}|{svc} for {day} at {time}|"
+                                 "is {time} {day} free for {svc}",
+                                 "what about {svc} {day} around {time}"),
+    ("svc", "day", "time", "name"): pool(
+        "this is {name}, can i book {svc} {day} at {time}|"
+        "hi it's {name}, i'd like {svc} {day} at {time}|"
+        "{name} here, i need {svc} {day} at {time}|"
+        "my name is {name} and i'd like {svc} {day} at {time}|"
+        "can you book {svc} for {name} {day} at {time}",
+        "please put {name} down for {svc} {day} at {time}|"
+        "it's {name}, wondering about {svc} {day} at {time}"),
+}  # fmt: skip
+GIVE_SVC = pool(
+    "{svc}|{svc} please|i need {svc}|just {svc}|i think {svc}|it needs {svc}", "probably {svc}"
+)
+GIVE_DAY = pool(
+    "{day}|{day} would be good|how about {day}|{day} works for me|"
+    "could we do {day}|{day} if you can",
+    "{day} suits me|let's say {day}",
+)
+GIVE_DAY_VAGUE = pool(
+    "{day} {vague}|{day}, {vague}|{day} {vague} if possible", "maybe {day} {vague}"
+)
+GIVE_DAY_TIME = pool(
+    "{day} at {time}|{day}, {time}|{day} around {time}|how about {day} at {time}",
+    "could do {day} {time}",
+)
+GIVE_TIME = pool(
+    "{time}|{time} please|let's do {time}|{time} works|can i have {time}|"
+    "{time} would be great|i'll take {time}",
+    "go with {time}|{time} is fine",
+)
+GIVE_NAME = pool(
+    "it's {name}|{name}|my name is {name}|the name's {name}|under {name}|"
+    "put it under {name}|{name}, thanks",
+    "it'll be {name}|name is {name}",
+)
+GIVE_TIME_NAME = pool(
+    "{time} please, my name's {name}|{time}, and it's {name}|{time} is good, name {name}",
+    "i'll take {time}, under {name}",
+)
+YES = pool(
+    "yes|yeah that's right|yep perfect|that's correct|sounds good|yes please|"
+    "yeah go ahead|correct|that's it|great yes",
+    "sure thing|right, do it|absolutely",
+)
+CHANGE_TIME = pool(
+    "actually can we make it {time}|no sorry, {time} instead|"
+    "wait, {time} would be better|hmm, make that {time}",
+    "oh, better {time} actually",
+)
+CHANGE_DAY = pool(
+    "actually {day} would be better|hmm can we do {day} instead|"
+    "sorry, i meant {day}|no wait, {day}",
+    "let's change it to {day}",
+)
+DONE = pool(
+    "no that's all thanks|that's it, bye|no thank you, bye|nope that's everything|"
+    "no i'm good thanks|that's all, cheers",
+    "all good, bye now|nothing else, thanks",
+)
+
+CANCEL: dict[tuple[str, ...], Pool] = {
+    (): pool("i need to cancel my booking|i want to cancel an appointment|"
+             "i have to cancel my service booking|can i cancel a booking",
+             "i won't make my appointment"),
+    ("day",): pool("i need to cancel my booking {day}|i can't make my appointment {day}|"
+                   "can you cancel my {day} booking", "my slot {day} won't work, cancel it"),
+    ("day", "name"): pool("this is {name}, i need to cancel {day}|"
+                          "cancel the booking for {name} {day}|"
+                          "it's {name}, can't make it {day}, please cancel",
+                          "{name} here, scrap my booking {day}"),
+}  # fmt: skip
+ORDER: dict[tuple[str, ...], Pool] = {
+    (): pool("where's my order|i'm calling about an online order|my order hasn't arrived|"
+             "can you check on my order|i ordered something and wanted an update",
+             "any news on my delivery"),
+    ("order",): pool("where is order {order}|i'm calling about order {order}|"
+                     "can you check order number {order}|my order {order} hasn't come|"
+                     "status of order {order}", "any update on {order}"),
+}  # fmt: skip
+GIVE_ORDER = pool(
+    "it's {order}|{order}|the number is {order}|order number {order}|"
+    "it's order {order}|yeah it's {order}",
+    "it should be {order}",
+)
+REREAD_ORDER = pool(
+    "sorry, it's {order}|let me check, {order}|oh, {order}|i think it's {order}",
+    "my mistake, {order}",
+)
+SEARCH = pool(
+    "do you have {product}|do you sell {product}|i'm looking for {product}|"
+    "have you got {product} in stock|i need {product}|do you carry {product}|"
+    "is there {product} in stock",
+    "any chance you stock {product}|are {product} something you sell",
+)
+RESERVE_YES = pool(
+    "yes please, {qty}|yeah put {qty} aside|can you hold {qty}|"
+    "yes, {qty} of the {pname}|{qty} of the {pname} please",
+    "go on, {qty} of the {pname}",
+)
+RESERVE_NO = pool(
+    "no thanks, just checking|not right now|i'll think about it|no that's fine", "maybe later"
+)
+RESERVE_BY_ID = pool(
+    "can you put aside item {item} for me|i saw item {item} on your flyer, "
+    "can you hold one|please reserve item number {item}",
+    "could you keep item {item} for me",
+)
+ALTERNATIVE_YES = pool(
+    "okay, the {pname} then|fine, {qty} of the {pname}|the {pname} is fine",
+    "i'll go with the {pname}",
+)
+FEWER = pool("okay then just {qty}|fine, {qty} then|i'll take {qty}", "{qty} will do")
+HOURS = pool(
+    "are you open {day}|what are your hours {day}|when do you close {day}|"
+    "what time do you open {day}|how late are you open {day}|are you guys open {day}",
+    "until when are you open {day}|what are the opening times {day}",
+)
+TRANSFER: dict[str, Pool] = {
+    "caller asked": pool("can i speak to a person|i'd like to talk to someone|"
+                         "can you put me through to a human|is there someone i can talk to",
+                         "get me a real person please"),
+    "complaint": pool("i want to make a complaint|my bike came back worse than before|"
+                      "i'm not happy with the repair you did",
+                      "i have a complaint about my service"),
+    "warranty claim": pool("my frame cracked and it's under warranty|"
+                           "i want to make a warranty claim", "the warranty should cover this"),
+    "refund": pool("i want a refund for my order|can i get my money back",
+                   "i'd like to return this and get refunded"),
+    "out of scope": pool("do you rent bikes|can i trade in my old bike|"
+                         "do you do bike fittings", "do you buy used bikes"),
+}  # fmt: skip
+OFF_TOPIC = pool(
+    "what's the weather like|can you order me a pizza|tell me a joke|"
+    "who won the game last night|can you call me a taxi",
+    "what's the capital of france|do you know a good restaurant",
+)
+GREETING_ONLY = pool(
+    "hello?|hi|hello, is this the bike shop|hi there, hello", "hello, anyone there"
+)
+HOW_ARE_YOU = pool("how are you doing today|how's it going|how are you", "you doing okay")
+THANKS = pool("thanks|thank you|great thanks|cheers|perfect thank you", "lovely, thanks")
+GARBLED = pool(
+    "uh the the thing with|sorry what was|hm hm the|i was wondering if the um", "so the uh"
+)
+HANG_UP = pool(
+    "oh sorry i have to go, bye|i'll call back later, bye|never mind, bye", "gotta run, bye"
+)
+NEVER_MIND = pool(
+    "oh that's too far out, never mind|no, never mind then|forget it then", "hmm, no thanks then"
+)
+NAME_WRONG = pool(
+    "no, it's {name}|sorry, the name is {name}|it's actually {name}", "wrong name, it's {name}"
+)

@@ -13,7 +13,8 @@ so the model sees exactly the layout the decoder imposes. While decoding:
   the tool names (sum of log-probabilities over the slot), then the tool's whole layout
   is placed, ending in EOS;
 * enum slots are joint choices among their allowed values; text slots allow tokens that
-  cannot break a JSON string; digit slots allow digit tokens only; a `grounded` text slot
+  cannot break a JSON string; digit slots allow digit tokens only; a `grounded` enum
+  slot chooses among the values said in the prompt when any are; a `grounded` text slot
   allows only tokens that occur in the prompt (names, order numbers are copied, never
   invented);
 * so every decoded call parses and validates against its pydantic model, whatever the
@@ -28,7 +29,8 @@ defaults. Per-field options go in `json_schema_extra`: `max_tokens`, `grounded`.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -220,7 +222,8 @@ def _required(model: type[BaseModel]) -> list[tuple[str, dict[str, Any]]]:
 def _slot(key: str, field: dict[str, Any], tok: TextTokenizer, gap: int) -> Slot:
     if "enum" in field or "const" in field:
         values = [str(v) for v in field.get("enum", [field.get("const")])]
-        return _enum_slot(key, values, tok, gap)
+        slot = _enum_slot(key, values, tok, gap)
+        return replace(slot, grounded=bool(field.get("grounded")))
     kind = field.get("type")
     min_tokens = 1 if field.get("minLength", 0) >= 1 else 0
     if kind == "integer":
@@ -302,6 +305,7 @@ class CallPlan:
     def __init__(self, grammar: CallGrammar, prompt_ids: tuple[int, ...]) -> None:
         self.grammar = grammar
         self.grounded = grammar.grounded_tokens(prompt_ids)
+        self.prompt_text = grammar.tok.decode(prompt_ids)
         self.feasible = {name for name in grammar.tools if grammar.feasible(name, self.grounded)}
         self.cells: dict[int, Cell] = {}
         self.call_at: int | None = None
@@ -338,7 +342,7 @@ class CallPlan:
                 banned[j] = ~self.grammar.allowed(cell, self.grounded)
         placed = 0
         for start, (slot, seen) in enums.items():
-            among = self.feasible if slot is self.grammar.name_slot else set(slot.candidate_values)
+            among = self.feasible if slot is self.grammar.name_slot else self._mentioned(slot)
             choice = self.grammar.choose(slot, seen, among)
             for offset, token in enumerate(slot.candidates[choice]):
                 self.cells[start + offset] = Fixed(token)
@@ -369,6 +373,15 @@ class CallPlan:
                 taken_back += 1
         self._place(canvas, block_start)
         return taken_back
+
+    def _mentioned(self, slot: Slot) -> set[str]:
+        """A grounded enum's values said in the prompt (as whole words), when any are;
+        otherwise all of them (the caller may have used a synonym)."""
+        values = set(slot.candidate_values)
+        if not slot.grounded:
+            return values
+        said = {v for v in values if re.search(rf"\b{re.escape(v)}\b", self.prompt_text)}
+        return said or values
 
     def fill_block(self, canvas: Tensor, block_start: int) -> None:
         self._place(canvas, block_start)

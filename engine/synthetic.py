@@ -66,6 +66,7 @@ Day = Literal["monday", "tuesday", "wednesday", "thursday", "friday", "saturday"
               "today", "tomorrow"]  # fmt: skip
 TimeOfDay = Literal["09:00", "10:00", "11:00", "12:00", "13:00", "14:00", "15:00", "16:00",
                     "10:30", "14:30"]  # fmt: skip
+DAY_FIELD = Field(json_schema_extra={"grounded": True})
 NAME_FIELD = Field(min_length=1, json_schema_extra={"max_tokens": 4, "grounded": True})
 
 
@@ -75,7 +76,7 @@ class _Args(BaseModel):
 
 class BookService(_Args):
     service: Service
-    day: Day
+    day: Day = DAY_FIELD
     time: TimeOfDay
     name: str = NAME_FIELD
 
@@ -87,11 +88,11 @@ class OrderStatus(_Args):
 
 
 class OpeningHours(_Args):
-    day: Day
+    day: Day = DAY_FIELD
 
 
 class CancelBooking(_Args):
-    day: Day
+    day: Day = DAY_FIELD
     name: str = NAME_FIELD
 
 

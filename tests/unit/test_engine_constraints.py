@@ -214,3 +214,17 @@ def test_instant_effort_never_reasons(tok: TextTokenizer) -> None:
         schedule = Schedule(threshold=0.5, max_new_tokens=16, effort=effort)
         g = generate(model, tok.ids, Request(prompt, schedule), time.monotonic)  # type: ignore[arg-type]
         assert (tok.ids.think in g.token_ids) is thinks
+
+
+def test_a_grounded_enum_takes_the_value_the_caller_said(
+    tok: TextTokenizer, grammar: CallGrammar
+) -> None:
+    prompt = f"{Special.BOS}{Special.CALLER} is saturday ok for kim at noon{Special.AGENT}"
+    days = []
+    for seed in range(6):
+        g = decode(CallBiased(random_model(tok, 20 + seed), tok.ids.call), tok, prompt,
+                   grammar=grammar)  # fmt: skip
+        args = grammar.parse(call_ids(tok, g)).arguments.model_dump()
+        if "day" in args:
+            days.append(args["day"])
+    assert days and set(days) == {"saturday"}

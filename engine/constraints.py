@@ -14,7 +14,9 @@ so the model sees exactly the layout the decoder imposes. While decoding:
   is placed, ending in EOS;
 * enum slots are joint choices among their allowed values; text slots allow tokens that
   cannot break a JSON string; digit slots allow digit tokens only; a `grounded` enum
-  slot chooses among the values said in the prompt when any are; a `grounded` text slot
+  slot chooses among the values said in the prompt when any are; a `grounded` digit slot
+  chooses among the numbers said in the prompt (so an order number is copied whole, in
+  order, never assembled from stray digits); a `grounded` text slot
   allows only tokens that occur in the prompt (names, order numbers are copied, never
   invented);
 * so every decoded call parses and validates against its pydantic model, whatever the
@@ -43,6 +45,8 @@ from engine.tokenizer import Special, TextTokenizer
 DEFAULT_TEXT_TOKENS = 8
 DEFAULT_DIGIT_TOKENS = 6
 DIGITS_PATTERN = r"^\d+$"
+NUMBER_SAID = re.compile(r"\d(?: ?\d)*")
+"""A number in the prompt: digits, possibly read out one by one ("4 1 7 2")."""
 FORBIDDEN_IN_STRING = set('"\\') | {chr(c) for c in range(32)}
 
 
@@ -193,12 +197,29 @@ class CallGrammar:
         }
         return max(scores, key=scores.__getitem__)
 
-    def feasible(self, tool: str, grounded: Tensor) -> bool:
+    def numbers_said(self, slot: Slot, prompt_text: str) -> Slot | None:
+        """A grounded digit slot as a choice among the numbers said in the prompt that
+        fit it (digits read out one by one count as one number); None when none fit."""
+        values: list[str] = []
+        for m in NUMBER_SAID.finditer(prompt_text):
+            digits = m.group().replace(" ", "")
+            if digits not in values and slot.min_tokens <= len(digits) <= slot.width:
+                values.append(digits)
+        if not values:
+            return None
+        candidates = tuple(tuple(_fill(slot, v, self.tok, self.gap)) for v in values)
+        return Slot(slot.key, SlotKind.ENUM, slot.width, slot.quoted,
+                    candidates=candidates, candidate_values=tuple(values))  # fmt: skip
+
+    def feasible(self, tool: str, grounded: Tensor, numbers: dict[Slot, Slot]) -> bool:
         """False when a grounded field has nothing in the prompt to copy from (an order
         status call with no number said): such a tool is never chosen."""
         for slot in self.slots[tool]:
-            base = self.digit_allowed if slot.kind is SlotKind.DIGITS else self.text_allowed
-            if slot.grounded and slot.kind is not SlotKind.ENUM and not (base & grounded).any():
+            if not slot.grounded:
+                continue
+            if slot.kind is SlotKind.DIGITS and slot not in numbers:
+                return False
+            if slot.kind is SlotKind.TEXT and not (self.text_allowed & grounded).any():
                 return False
         return True
 
@@ -306,7 +327,17 @@ class CallPlan:
         self.grammar = grammar
         self.grounded = grammar.grounded_tokens(prompt_ids)
         self.prompt_text = grammar.tok.decode(prompt_ids)
-        self.feasible = {name for name in grammar.tools if grammar.feasible(name, self.grounded)}
+        self.numbers: dict[Slot, Slot] = {}
+        """Grounded digit slots → choices among the numbers said."""
+        for slots in grammar.slots.values():
+            for slot in slots:
+                if slot.grounded and slot.kind is SlotKind.DIGITS:
+                    said = grammar.numbers_said(slot, self.prompt_text)
+                    if said is not None:
+                        self.numbers[slot] = said
+        self.feasible = {
+            name for name in grammar.tools if grammar.feasible(name, self.grounded, self.numbers)
+        }
         self.cells: dict[int, Cell] = {}
         self.call_at: int | None = None
         self.end: int | None = None
@@ -388,6 +419,8 @@ class CallPlan:
 
     def _extend(self, start: int, layout: list[Cell]) -> None:
         for i, cell in enumerate(layout):
+            if isinstance(cell, SlotCell) and cell.slot in self.numbers:
+                cell = SlotCell(self.numbers[cell.slot], cell.offset)
             self.cells[start + i] = cell
 
     def _place(self, canvas: Tensor, block_start: int) -> None:

@@ -228,3 +228,17 @@ def test_a_grounded_enum_takes_the_value_the_caller_said(
         if "day" in args:
             days.append(args["day"])
     assert days and set(days) == {"saturday"}
+
+
+def test_a_grounded_number_is_copied_whole_from_the_prompt(
+    tok: TextTokenizer, grammar: CallGrammar
+) -> None:
+    prompt = f"{Special.BOS}{Special.CALLER} order 4 1 7 2, or maybe 90215{Special.AGENT}"
+    numbers = set()
+    for seed in range(8):
+        g = decode(CallBiased(random_model(tok, 40 + seed), tok.ids.call), tok, prompt,
+                   grammar=grammar)  # fmt: skip
+        args = grammar.parse(call_ids(tok, g)).arguments.model_dump()
+        if "order_number" in args:
+            numbers.add(args["order_number"])
+    assert numbers and numbers <= {"4172", "90215"}

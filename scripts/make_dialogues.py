@@ -55,11 +55,12 @@ def summarize(dialogues: list[Dialogue]) -> dict[str, Counter[str]]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
-    dialogues = list(generate(args.seed, args.dialogues, Split(args.split)))
+    dialogues: list[Dialogue] = []
     try:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        with args.out.open("w") as f:
-            for d in dialogues:
+        with args.out.open("w") as f:  # opened first: a bad path fails before the work
+            for d in generate(args.seed, args.dialogues, Split(args.split)):
+                dialogues.append(d)
                 f.write(json.dumps(d.to_json()) + "\n")
     except OSError as exc:
         print(f"error: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)

@@ -34,9 +34,10 @@ RESERVE = Thought("reserve it", "The caller said yes; reserve with the id from t
 
 
 def _misread(s: Sim, number: str) -> str:
-    """`number` with one digit misheard (a different digit)."""
-    i = s.rng.randrange(len(number))
-    digit = s.rng.choice([d for d in lexicon.DIGITS if d != number[i] and (i or d != "0")])
+    """`number` with one digit misheard (a different digit); the first digit is kept, so
+    the split's order-number pattern holds."""
+    i = s.rng.randrange(1, len(number))
+    digit = s.rng.choice([d for d in lexicon.DIGITS if d != number[i]])
     return number[:i] + digit + number[i + 1 :]
 
 

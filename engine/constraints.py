@@ -16,9 +16,9 @@ so the model sees exactly the layout the decoder imposes. While decoding:
   cannot break a JSON string; digit slots allow digit tokens only; a `grounded` enum
   slot chooses among the values said in the prompt when any are; a `grounded` digit slot
   chooses among the numbers said in the prompt (so an order number is copied whole, in
-  order, never assembled from stray digits); a `grounded` text slot
-  allows only tokens that occur in the prompt (names, order numbers are copied, never
-  invented);
+  order, never assembled from stray digits); a `grounded` text slot chooses among the
+  prompt's phrases (names and queries copied whole, never invented); when a grounded slot
+  has nothing in the prompt to copy, its tool is not chosen;
 * so every decoded call parses and validates against its pydantic model, whatever the
   weights.
 
@@ -45,8 +45,13 @@ from engine.tokenizer import Special, TextTokenizer
 DEFAULT_TEXT_TOKENS = 8
 DEFAULT_DIGIT_TOKENS = 6
 DIGITS_PATTERN = r"^\d+$"
-NUMBER_SAID = re.compile(r"\d(?: ?\d)*")
-"""A number in the prompt: digits, possibly read out one by one ("4 1 7 2")."""
+NUMBER_SAID = re.compile(r"\d(?:(?:, |[ -])?\d)*")
+"""A number in the prompt: digits, possibly read out one by one ("4 1 7 2", "4-1-7-2",
+"4, 1, 7, 2")."""
+WORD = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
+PHRASE_BREAK = re.compile(r"[.,!?;:]|<[^<>\s]+>")
+"""Phrases never span punctuation or a special token (`<caller>`, `<result>`, ...)."""
+MAX_PHRASE_WORDS = 4
 FORBIDDEN_IN_STRING = set('"\\') | {chr(c) for c in range(32)}
 
 
@@ -190,38 +195,43 @@ class CallGrammar:
     def choose(self, slot: Slot, log_probs: dict[int, Tensor], among: set[str]) -> int:
         """Index of the best enum candidate in `among`, scored by the sum of log-probs
         at the slot offsets seen so far."""
-        scores = {
-            i: sum(float(log_probs[o][c[o]]) for o in log_probs)
-            for i, c in enumerate(slot.candidates)
-            if slot.candidate_values[i] in among
-        }
-        return max(scores, key=scores.__getitem__)
+        offsets = sorted(log_probs)
+        candidates = torch.tensor(slot.candidates)[:, offsets]  # (choices, seen)
+        seen = torch.stack([log_probs[o] for o in offsets])  # (seen, vocab)
+        scores = seen.gather(1, candidates.T).sum(0)  # (choices,)
+        allowed = torch.tensor([v in among for v in slot.candidate_values])
+        return int(scores.masked_fill(~allowed, float("-inf")).argmax())
 
-    def numbers_said(self, slot: Slot, prompt_text: str) -> Slot | None:
-        """A grounded digit slot as a choice among the numbers said in the prompt that
-        fit it (digits read out one by one count as one number); None when none fit."""
+    def said(self, slot: Slot, prompt_text: str) -> Slot | None:
+        """A grounded digit or text slot as a choice among what the prompt says: the
+        numbers in it (digits read out one by one count as one number) or its phrases of
+        up to `MAX_PHRASE_WORDS` words; only those that fit the slot. None when none fit."""
+        if slot.kind is SlotKind.DIGITS:
+            found = [re.sub(r"\D", "", m.group()) for m in NUMBER_SAID.finditer(prompt_text)]
+        else:
+            found = []
+            for part in PHRASE_BREAK.split(prompt_text):
+                words = WORD.findall(part)
+                found += [" ".join(words[i : i + n]) for n in range(1, MAX_PHRASE_WORDS + 1)
+                          for i in range(len(words) - n + 1)]  # fmt: skip
         values: list[str] = []
-        for m in NUMBER_SAID.finditer(prompt_text):
-            digits = m.group().replace(" ", "")
-            if digits not in values and slot.min_tokens <= len(digits) <= slot.width:
-                values.append(digits)
+        for value in found:
+            if value not in values and slot.min_tokens <= len(self.tok.encode(value)) <= slot.width:
+                values.append(value)
         if not values:
             return None
         candidates = tuple(tuple(_fill(slot, v, self.tok, self.gap)) for v in values)
         return Slot(slot.key, SlotKind.ENUM, slot.width, slot.quoted,
                     candidates=candidates, candidate_values=tuple(values))  # fmt: skip
 
-    def feasible(self, tool: str, grounded: Tensor, numbers: dict[Slot, Slot]) -> bool:
+    def feasible(self, tool: str, said: dict[Slot, Slot]) -> bool:
         """False when a grounded field has nothing in the prompt to copy from (an order
         status call with no number said): such a tool is never chosen."""
-        for slot in self.slots[tool]:
-            if not slot.grounded:
-                continue
-            if slot.kind is SlotKind.DIGITS and slot not in numbers:
-                return False
-            if slot.kind is SlotKind.TEXT and not (self.text_allowed & grounded).any():
-                return False
-        return True
+        return all(
+            slot in said
+            for slot in self.slots[tool]
+            if slot.grounded and slot.kind is not SlotKind.ENUM
+        )
 
 
 def _required(model: type[BaseModel]) -> list[tuple[str, dict[str, Any]]]:
@@ -327,17 +337,15 @@ class CallPlan:
         self.grammar = grammar
         self.grounded = grammar.grounded_tokens(prompt_ids)
         self.prompt_text = grammar.tok.decode(prompt_ids)
-        self.numbers: dict[Slot, Slot] = {}
-        """Grounded digit slots → choices among the numbers said."""
+        self.said: dict[Slot, Slot] = {}
+        """Grounded digit and text slots → choices among what the prompt says."""
         for slots in grammar.slots.values():
             for slot in slots:
-                if slot.grounded and slot.kind is SlotKind.DIGITS:
-                    said = grammar.numbers_said(slot, self.prompt_text)
-                    if said is not None:
-                        self.numbers[slot] = said
-        self.feasible = {
-            name for name in grammar.tools if grammar.feasible(name, self.grounded, self.numbers)
-        }
+                if slot.grounded and slot.kind is not SlotKind.ENUM:
+                    choice = grammar.said(slot, self.prompt_text)
+                    if choice is not None:
+                        self.said[slot] = choice
+        self.feasible = {name for name in grammar.tools if grammar.feasible(name, self.said)}
         self.cells: dict[int, Cell] = {}
         self.call_at: int | None = None
         self.end: int | None = None
@@ -419,8 +427,8 @@ class CallPlan:
 
     def _extend(self, start: int, layout: list[Cell]) -> None:
         for i, cell in enumerate(layout):
-            if isinstance(cell, SlotCell) and cell.slot in self.numbers:
-                cell = SlotCell(self.numbers[cell.slot], cell.offset)
+            if isinstance(cell, SlotCell) and cell.slot in self.said:
+                cell = SlotCell(self.said[cell.slot], cell.offset)
             self.cells[start + i] = cell
 
     def _place(self, canvas: Tensor, block_start: int) -> None:

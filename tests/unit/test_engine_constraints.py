@@ -233,7 +233,7 @@ def test_a_grounded_enum_takes_the_value_the_caller_said(
 def test_a_grounded_number_is_copied_whole_from_the_prompt(
     tok: TextTokenizer, grammar: CallGrammar
 ) -> None:
-    prompt = f"{Special.BOS}{Special.CALLER} order 4 1 7 2, or maybe 90215{Special.AGENT}"
+    prompt = f"{Special.BOS}{Special.CALLER} order 4-1-7-2, or maybe 9, 0, 2, 1, 5{Special.AGENT}"
     numbers = set()
     for seed in range(8):
         g = decode(CallBiased(random_model(tok, 40 + seed), tok.ids.call), tok, prompt,

@@ -98,6 +98,7 @@ class HearingSettings(_Section):
     speech_threshold: float = Field(0.5, gt=0, lt=1, description="VAD probability to start")
     silence_threshold: float = Field(0.35, gt=0, lt=1, description="VAD probability to stay")
     min_speech_ms: int = Field(200, gt=0, description="shorter speech is not a turn")
+    onset_gap_ms: int = Field(96, gt=0, description="dip tolerated while speech starts")
     end_of_turn_silence_ms: int = Field(400, gt=0, description="silence that ends a turn")
     barge_in_ms: int = Field(500, gt=0, description="speech over the agent that interrupts")
     barge_in_threshold: float = Field(0.5, gt=0, lt=1)

@@ -128,6 +128,41 @@ async def test_a_pause_starts_a_speculative_final_that_is_dropped_when_speech_re
     assert sum(isinstance(e, FinalTranscript) for e in events) == 1
 
 
+class SlowRecognizer(FakeRecognizer):
+    """Finals wait until released; counts how many wait at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.waiting = self.most_waiting = 0
+
+    async def transcribe(self, audio: np.ndarray, *, partial: bool = False) -> Decoded | None:
+        if partial:
+            return None  # busy
+        self.waiting += 1
+        self.most_waiting = max(self.most_waiting, self.waiting)
+        try:
+            await self.release.wait()
+        finally:
+            self.waiting -= 1
+        return Decoded("final", 1.0)
+
+
+async def test_pauses_in_a_long_turn_do_not_pile_up_speculative_finals() -> None:
+    recognizer = SlowRecognizer()
+    probs = ([0.9] * 10 + [0.0] * 5) * 6 + [0.0] * 15  # five 160 ms pauses, then the end
+    listener = Listener(recognizer, RATE, TURNS, CONFIG, vad=ScriptedVad(probs))  # type: ignore[arg-type]
+    audio = ramp(len(probs) * FRAME_MS)
+    for k in range(0, len(audio), 320):
+        listener.feed(audio[k : k + 320])
+        await asyncio.sleep(0)
+    assert recognizer.most_waiting == 1  # each stale guess was cancelled
+    recognizer.release.set()
+    await listener.close()
+    finals = [e async for e in listener if isinstance(e, FinalTranscript)]
+    assert [f.text for f in finals] == ["final"]
+
+
 async def test_an_overloaded_recognizer_gives_transcription_failed() -> None:
     events = await hear([0.9] * 20 + [0.0] * 15, FakeRecognizer(fail_finals=True), CONFIG)
     assert isinstance(events[-1], TranscriptionFailed)

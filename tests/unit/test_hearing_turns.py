@@ -12,6 +12,7 @@ CFG = TurnConfig(
     speech_threshold=0.5,
     silence_threshold=0.35,
     min_speech_ms=96,  # three frames
+    onset_gap_ms=96,
     end_of_turn_silence_ms=320,  # ten frames
     barge_in_ms=320,
     barge_in_threshold=0.5,
@@ -38,7 +39,14 @@ def test_a_turn_starts_back_dated_and_ends_after_the_silence() -> None:
 
 
 def test_a_click_shorter_than_min_speech_is_not_a_turn() -> None:
-    assert run([0.0, 0.95, 0.95, 0.0, 0.0] * 10) == []
+    assert run([0.0, 0.95, 0.95, 0.0, 0.0, 0.0, 0.0] * 10) == []
+
+
+def test_a_short_dip_in_a_soft_onset_does_not_delay_the_start() -> None:
+    # Two voiced frames, a 64 ms dip (< onset_gap_ms), then steady speech: the turn
+    # starts at the first voiced frame, not after the dip.
+    events = run([0.0] * 4 + [0.7, 0.7, 0.2, 0.2] + [0.9] * 10 + [0.0] * 12)
+    assert events[0] == SpeechStarted(start_ms=4 * FRAME_MS, detected_ms=9 * FRAME_MS)
 
 
 def test_hysteresis_keeps_a_quieter_word_tail_in_the_turn() -> None:

@@ -138,8 +138,15 @@ class Listener:
     def _schedule_decodes(self) -> None:
         silence_ms = self._turns.trailing_silence_ms
         speech_end_ms = self._turns.last_voiced_end_ms
+        if self._speculation is not None and self._speculation.speech_end_ms != speech_end_ms:
+            # The caller went on after a pause: that guess is useless. Cancelling frees
+            # its queue slot if it has not started (a running decode cannot be stopped),
+            # so pauses in a long turn do not pile decodes up ahead of the real final.
+            assert self._speculation.task is not None
+            self._speculation.task.cancel()
+            self._speculation = None
         if silence_ms >= self._config.tail_pad_ms:
-            if self._speculation is None or self._speculation.speech_end_ms != speech_end_ms:
+            if self._speculation is None:
                 self._speculation = self._start_final(speech_end_ms)
         elif (
             self._audio.partial_due()

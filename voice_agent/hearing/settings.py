@@ -14,6 +14,7 @@ def turn_config(settings: Settings) -> TurnConfig:
         speech_threshold=h.speech_threshold,
         silence_threshold=h.silence_threshold,
         min_speech_ms=h.min_speech_ms,
+        onset_gap_ms=h.onset_gap_ms,
         end_of_turn_silence_ms=h.end_of_turn_silence_ms,
         barge_in_ms=h.barge_in_ms,
         barge_in_threshold=h.barge_in_threshold,

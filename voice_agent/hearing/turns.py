@@ -5,9 +5,10 @@ frame's place on the stream's clock, and gets back the events that frame decides
 counts as voiced with hysteresis: `speech_threshold` to enter speech, only
 `silence_threshold` to stay in it, so a word's quieter tail does not flicker the state.
 
-- A turn starts once `min_speech_ms` of consecutive voiced frames have been heard, so a
-  click or a cough is not a turn; `SpeechStarted.start_ms` is back-dated to the first of
-  them.
+- A turn starts once `min_speech_ms` of voiced frames have been heard, so a click or a
+  cough is not a turn; unvoiced dips shorter than `onset_gap_ms` do not reset that count
+  (a soft first word often dips below the threshold). `SpeechStarted.start_ms` is
+  back-dated to the first voiced frame.
 - A turn ends after `end_of_turn_silence_ms` of unvoiced frames; `SpeechEnded.end_ms` is
   the end of the last voiced frame.
 - While the agent speaks (`set_agent_speaking(True)`), speech that has accumulated
@@ -31,6 +32,7 @@ class TurnConfig:
     speech_threshold: float = 0.5
     silence_threshold: float = 0.35
     min_speech_ms: int = 200
+    onset_gap_ms: int = 96
     end_of_turn_silence_ms: int = 400
     barge_in_ms: int = 500
     barge_in_threshold: float = 0.5
@@ -43,7 +45,7 @@ class TurnConfig:
             )
         if not 0.0 < self.barge_in_threshold < 1.0:
             raise ValueError(f"barge_in_threshold must be in (0, 1), got {self.barge_in_threshold}")
-        for name in ("min_speech_ms", "end_of_turn_silence_ms", "barge_in_ms"):
+        for name in ("min_speech_ms", "onset_gap_ms", "end_of_turn_silence_ms", "barge_in_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 
@@ -59,6 +61,7 @@ class TurnDetector:
         self._candidate_start_ms: int | None = None
         self._candidate_voiced_ms = 0
         self._candidate_barge_ms = 0  # of it, frames loud enough to count for barge-in
+        self._candidate_gap_ms = 0  # unvoiced time since the candidate's last voiced frame
         self._in_speech = False
         self._start_ms = 0
         self._last_voiced_end_ms = 0
@@ -141,8 +144,11 @@ class TurnDetector:
             self._candidate_start_ms, self._candidate_voiced_ms = start_ms, 0
             self._candidate_barge_ms = 0
         elif probability < cfg.silence_threshold:
-            self._candidate_start_ms = None  # too short to be a turn: a click, a cough
+            self._candidate_gap_ms += duration_ms
+            if self._candidate_gap_ms >= cfg.onset_gap_ms:
+                self._candidate_start_ms = None  # too short to be a turn: a click, a cough
             return []
+        self._candidate_gap_ms = 0
         self._candidate_voiced_ms += duration_ms
         if probability >= cfg.barge_in_threshold:
             self._candidate_barge_ms += duration_ms

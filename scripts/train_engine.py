@@ -14,10 +14,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
-import random
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -30,7 +27,8 @@ from engine.constraints import CallGrammar
 from engine.model import DiffusionLM
 from engine.synthetic import TOOLS, make_examples
 from engine.tokenizer import TextTokenizer
-from engine.train import Example, autoregressive_loss, collate, diffusion_loss
+from engine.train import Example
+from engine.trainer import TrainSettings, train
 from scripts.engine_eval import evaluate
 
 TRAIN_SEED, EVAL_SEED = 1, 2
@@ -76,65 +74,15 @@ def main() -> None:
     examples = [Example(tok.encode(e.prompt), e.answer_ids(tok, grammar)) for e in data]
 
     torch.manual_seed(TRAIN_SEED)
-    model = DiffusionLM(config).to(args.device)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
-    state_path = args.out / "train_state.pt"
-    step, elapsed_s = 0, 0.0
-    if state_path.is_file():
-        saved = torch.load(state_path, map_location=args.device)
-        model.load_state_dict(saved["model"])
-        opt.load_state_dict(saved["opt"])
-        step, elapsed_s = saved["step"], saved["elapsed_s"]
-        print(json.dumps({"resumed_at_step": step}), flush=True)
-    budget_s = args.minutes * 60
-    rng = random.Random(TRAIN_SEED + step)
-    gen = torch.Generator(device=args.device).manual_seed(TRAIN_SEED + step)
-    t_start = time.monotonic() - elapsed_s
-    tokens_seen = 0
-    model.train()
-    while step < args.max_steps and time.monotonic() - t_start < budget_s:
-        progress = (time.monotonic() - t_start) / budget_s
-        lr = (
-            args.lr
-            * min(1.0, (step + 1) / 100)
-            * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
-        )
-        for g in opt.param_groups:
-            g["lr"] = lr
-        batch = collate(rng.sample(examples, args.batch), tok.ids, config.block_size)
-        batch = type(batch)(
-            *(
-                t.to(args.device)
-                for t in (batch.prompt, batch.prompt_len, batch.answer, batch.answer_len)
-            )
-        )
-        with torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.device == "cuda"):
-            if args.kind == "diffusion":
-                loss = diffusion_loss(model, batch, tok.ids, gen)
-            else:
-                loss = autoregressive_loss(model, batch, tok.ids)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        step += 1
-        tokens_seen += int(batch.prompt_len.sum() + batch.answer_len.sum())
-        if step % 50 == 0:
-            took = time.monotonic() - t_start
-            rate = tokens_seen / max(took - elapsed_s, 1e-9)
-            log = {"step": step, "loss": round(loss.item(), 4), "lr": round(lr, 6),
-                   "elapsed_s": round(took), "tokens_per_s": round(rate)}  # fmt: skip
-            print(json.dumps(log), flush=True)
-        if step % 200 == 0:
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
-                        "elapsed_s": time.monotonic() - t_start}, state_path)  # fmt: skip
-    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
-                "elapsed_s": time.monotonic() - t_start}, state_path)  # fmt: skip
+    model = DiffusionLM(config)
+    settings = TrainSettings(args.kind, args.minutes, args.batch, args.lr, args.max_steps,
+                             TRAIN_SEED, args.device)  # fmt: skip
+    result = train(model, examples, tok.ids, args.out, settings,
+                   log=lambda line: print(line, flush=True))  # fmt: skip
 
-    model.eval()
-    metrics = {
-        "steps": step,
-        "train_minutes": round((time.monotonic() - t_start) / 60, 1),
+    metrics: dict[str, object] = {
+        "steps": result.steps,
+        "train_minutes": result.minutes,
         "kind": args.kind,
     }
     metrics.update(

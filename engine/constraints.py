@@ -333,8 +333,11 @@ class CallPlan:
     complete, so the loop must not stop at a length or deadline boundary inside it.
     """
 
-    def __init__(self, grammar: CallGrammar, prompt_ids: tuple[int, ...]) -> None:
+    def __init__(self, grammar: CallGrammar, prompt_ids: tuple[int, ...], limit: int) -> None:
+        """`limit`: the answer's capacity in tokens; `<call>` is banned where the longest
+        call would not end within it."""
         self.grammar = grammar
+        self.last_call_start = limit - grammar.max_call_tokens - 1
         self.grounded = grammar.grounded_tokens(prompt_ids)
         self.prompt_text = grammar.tok.decode(prompt_ids)
         self.said: dict[Slot, Slot] = {}
@@ -372,8 +375,8 @@ class CallPlan:
                 continue
             if cell is None and self.call_at is not None and pos < self.call_at:
                 banned[j, self.grammar.closing] = True  # the call stays the answer's action
-            elif cell is None and not self.feasible:
-                banned[j, self.grammar.tok.ids.call] = True  # no tool can be called here
+            elif cell is None and (not self.feasible or pos > self.last_call_start):
+                banned[j, self.grammar.tok.ids.call] = True  # no call could be made or end
             elif isinstance(cell, SlotCell) and cell.slot.kind is SlotKind.ENUM:
                 start = pos - cell.offset
                 enums.setdefault(start, (cell.slot, {}))[1][cell.offset] = log_probs[j]

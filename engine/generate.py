@@ -72,16 +72,17 @@ class BlockDone:
 def new_state(request: Request, block_size: int, ids: SpecialIds) -> DecodeState:
     if not request.prompt_ids:
         raise ValueError("empty prompt")
-    plan = None if request.grammar is None else CallPlan(request.grammar, request.prompt_ids)
+    limit = answer_capacity(request, block_size)
+    grammar = request.grammar
+    plan = None if grammar is None else CallPlan(grammar, request.prompt_ids, limit)
     canvas = torch.full((block_size,), ids.mask)
     return DecodeState(request, canvas, list(request.prompt_ids), plan=plan)
 
 
 def answer_capacity(request: Request, block_size: int) -> int:
-    """Most answer tokens the request can take: whole blocks of `max_new_tokens`, plus
-    room to finish a tool call begun just before the limit."""
-    extra = 0 if request.grammar is None else request.grammar.max_call_tokens
-    return -(-(request.schedule.max_new_tokens + extra) // block_size) * block_size
+    """Most answer tokens the request can take: `max_new_tokens` rounded up to whole
+    blocks. A constrained call is never begun where it could not end within it."""
+    return -(-request.schedule.max_new_tokens // block_size) * block_size
 
 
 def check_capacity(request: Request, block_size: int, max_seq_len: int) -> None:

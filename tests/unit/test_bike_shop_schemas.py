@@ -93,8 +93,8 @@ def test_slot_kinds_follow_the_schema(grammar: CallGrammar) -> None:
 def test_grounded_tools_are_infeasible_without_values_in_the_prompt(
     grammar: CallGrammar, tok: TextTokenizer
 ) -> None:
-    silent = CallPlan(grammar, tuple(tok.encode("where is my order please"))).feasible
-    said = CallPlan(grammar, tuple(tok.encode("where is order 4 0 2 1 3 please"))).feasible
+    silent = CallPlan(grammar, tuple(tok.encode("where is my order please")), 96).feasible
+    said = CallPlan(grammar, tuple(tok.encode("where is order 4 0 2 1 3 please")), 96).feasible
     assert "order_status" not in silent
     assert "order_status" in said
     assert "opening_hours" in silent  # enum-only: always feasible

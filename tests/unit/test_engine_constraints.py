@@ -55,7 +55,7 @@ def random_model(tok: TextTokenizer, seed: int, block_size: int = 8) -> Diffusio
 
 
 def decode(model: torch.nn.Module, tok: TextTokenizer, prompt: str, **kw: object) -> Generation:
-    request = Request(tuple(tok.encode(prompt)), Schedule(threshold=0.5, max_new_tokens=24), **kw)  # type: ignore[arg-type]
+    request = Request(tuple(tok.encode(prompt)), Schedule(threshold=0.5, max_new_tokens=80), **kw)  # type: ignore[arg-type]
     return generate(model, tok.ids, request, time.monotonic)  # type: ignore[arg-type]
 
 
@@ -135,16 +135,19 @@ def test_scaffold_tokens_are_not_counted_as_decided(
     assert 0 < g.decided_tokens <= len(g.token_ids) + 1 - fixed
 
 
-def test_a_call_begun_at_the_length_limit_is_finished(
+def test_a_call_is_only_begun_where_it_can_end_within_the_limit(
     tok: TextTokenizer, grammar: CallGrammar
 ) -> None:
     model = CallBiased(random_model(tok, 2, block_size=4), tok.ids.call)
-    prompt = f"{Special.BOS}{Special.CALLER} cancel kim's booking today{Special.AGENT}"
-    request = Request(tuple(tok.encode(prompt)), Schedule(threshold=0.5, max_new_tokens=4),
-                      grammar=grammar)  # fmt: skip
-    g = generate(model, tok.ids, request, time.monotonic)  # type: ignore[arg-type]
-    assert len(g.token_ids) > 4  # went past the limit to close the call
-    grammar.parse(call_ids(tok, g))
+    prompt = tuple(tok.encode(f"{Special.BOS}{Special.CALLER} cancel kim's booking{Special.AGENT}"))
+    room = grammar.max_call_tokens + 1
+    for limit, calls in ((room - room % 4 - 4, False), (room - room % 4 + 8, True)):
+        request = Request(prompt, Schedule(threshold=0.5, max_new_tokens=limit), grammar=grammar)
+        g = generate(model, tok.ids, request, time.monotonic)  # type: ignore[arg-type]
+        assert len(g.token_ids) <= limit
+        assert (tok.ids.call in g.token_ids) is calls
+        if calls:
+            grammar.parse(call_ids(tok, g))
 
 
 def test_a_call_begun_before_the_deadline_is_finished(
@@ -193,7 +196,7 @@ async def test_batched_constrained_requests_equal_unbatched(
                f"{Special.BOS}{Special.CALLER} hello{Special.AGENT}",
                f"{Special.BOS}{Special.CALLER} book bob a tune-up{Special.AGENT}"]  # fmt: skip
     alone = [decode(model, tok, p, grammar=grammar).token_ids for p in prompts]
-    schedule = Schedule(threshold=0.5, max_new_tokens=24)
+    schedule = Schedule(threshold=0.5, max_new_tokens=80)
     async with Engine(model, tok.ids, max_batch=4) as engine:  # type: ignore[arg-type]
         together = await asyncio.gather(
             *(

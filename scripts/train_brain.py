@@ -1,0 +1,173 @@
+"""Train the brain: the block-diffusion model (or its AR twin) on simulated bike-shop calls.
+
+    python scripts/train_brain.py --kind diffusion --out runs/brain-dlm --minutes 50
+    python scripts/train_brain.py --kind autoregressive \
+        --tokenizer runs/brain-dlm/tokenizer.json --out runs/brain-ar --minutes 30
+
+Data: `--dialogues` simulated calls of the train split (voice_agent/brain/dialogues.py,
+deterministic per seed), one example per agent action; examples that do not fit the
+window or the call grammar are dropped and counted. Resumable: rerun with the same
+--out to continue from `train_state.pt`. Ends by scoring held-out examples and writing
+the checkpoint (safetensors + tokenizer + model card with data, size, time, figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine.baselines import autoregressive
+from engine.checkpoint import ModelCard, save
+from engine.config import preset
+from engine.constraints import CallGrammar
+from engine.generate import Request, generate
+from engine.model import DiffusionLM
+from engine.schedule import Schedule
+from engine.tokenizer import TextTokenizer
+from engine.train import Example
+from engine.trainer import TrainSettings, train
+from tools.bike_shop.schemas import ARGUMENT_MODELS
+from voice_agent.brain.dialogues import Example as Step
+from voice_agent.brain.dialogues import generate as dialogues
+from voice_agent.brain.dialogues import misfit
+from voice_agent.brain.format import ANSWER_TOKENS, PromptTooLongError
+from voice_agent.brain.phrasing import Split
+from voice_agent.brain.scoring import Scorer
+
+TRAIN_SEED, EVAL_SEED = 1, 2
+WINDOW = 256
+
+
+def steps_of(seed: int, count: int, split: Split) -> list[Step]:
+    return [ex for d in dialogues(seed, count, split) for ex in d.examples]
+
+
+def encode(steps: list[Step], tok: TextTokenizer, grammar: CallGrammar, prompt_tokens: int
+           ) -> tuple[list[Example], Counter[str]]:  # fmt: skip
+    kept: list[Example] = []
+    dropped: Counter[str] = Counter()
+    for step in steps:
+        why = misfit(step, grammar)
+        if why is not None:
+            dropped[why.value] += 1
+            continue
+        try:
+            prompt = tok.encode(step.prompt(tok, prompt_tokens))
+        except PromptTooLongError:
+            dropped["prompt"] += 1
+            continue
+        kept.append(Example(prompt, step.answer().answer_ids(tok, grammar)))
+    return kept, dropped
+
+
+def score(model: DiffusionLM, kind: str, tok: TextTokenizer, grammar: CallGrammar,
+          steps: list[Step], prompt_tokens: int) -> dict[str, object]:  # fmt: skip
+    """Held-out figures for the training log and model card (full report: eval_brain.py)."""
+    scorer = Scorer(ARGUMENT_MODELS)
+    forwards = decided = 0
+    t0 = time.monotonic()
+    for step in steps:
+        try:
+            prompt = tok.encode(step.prompt(tok, prompt_tokens))
+        except PromptTooLongError:
+            continue
+        if kind == "diffusion":
+            schedule = Schedule(threshold=0.9, max_new_tokens=ANSWER_TOKENS, effort=step.effort)
+            g = generate(model, tok.ids, Request(tuple(prompt), schedule, grammar=grammar),
+                         time.monotonic)  # fmt: skip
+        else:
+            g = autoregressive(model, tok.ids, prompt, ANSWER_TOKENS, time.monotonic)
+        forwards += g.forwards
+        decided += g.decided_tokens
+        scorer.add(step, tok.decode(g.token_ids))
+    report = scorer.report()
+    report["tokens_per_forward"] = round(decided / max(1, forwards), 2)
+    report["ms_per_answer"] = round(1000 * (time.monotonic() - t0) / max(1, scorer.answers), 1)
+    return report
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--kind", choices=["diffusion", "autoregressive"], default="diffusion")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--tokenizer", type=Path, help="reuse this tokenizer.json (the twin's)")
+    p.add_argument("--preset", default="tiny")
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--vocab", type=int, default=2048)
+    p.add_argument("--dialogues", type=int, default=4000)
+    p.add_argument("--prompt-tokens", type=int, default=128, help="prompt budget per example")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--minutes", type=float, default=50.0, help="training time budget")
+    p.add_argument("--max-steps", type=int, default=100_000)
+    p.add_argument("--eval-examples", type=int, default=300)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
+    args = p.parse_args()
+    if args.dialogues < 1 or args.minutes <= 0 or args.prompt_tokens < 16:
+        p.error("--dialogues, --minutes and --prompt-tokens (>= 16) must be positive")
+    if args.prompt_tokens + ANSWER_TOKENS > WINDOW:
+        p.error(f"--prompt-tokens + {ANSWER_TOKENS} answer tokens exceed the {WINDOW} window")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    log = lambda line: print(line, flush=True)  # noqa: E731
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    steps = steps_of(TRAIN_SEED, args.dialogues, Split.TRAIN)
+    texts = [s.prompt() + s.answer().full_text for s in steps]
+    data_hash = hashlib.sha256("\n".join(texts).encode()).hexdigest()
+    if args.tokenizer:
+        tok = TextTokenizer.load(args.tokenizer)
+    elif (args.out / "tokenizer.json").is_file():
+        tok = TextTokenizer.load(args.out / "tokenizer.json")
+    else:
+        tok = TextTokenizer.train(texts, vocab_size=args.vocab)
+    tok.save(args.out / "tokenizer.json")
+    grammar = CallGrammar(tok, ARGUMENT_MODELS)
+    examples, dropped = encode(steps, tok, grammar, args.prompt_tokens)
+    data_s = round(time.monotonic() - t0, 1)
+    log(json.dumps({"dialogues": args.dialogues, "examples": len(examples),
+                    "dropped": dict(dropped), "data_s": data_s}))  # fmt: skip
+
+    block = 1 if args.kind == "autoregressive" else args.block_size
+    config = preset(args.preset, tok.vocab_size, block_size=block, max_seq_len=WINDOW)
+    torch.manual_seed(TRAIN_SEED)
+    model = DiffusionLM(config)
+    settings = TrainSettings(args.kind, args.minutes, args.batch, args.lr, args.max_steps,
+                             TRAIN_SEED, args.device)  # fmt: skip
+    result = train(model, examples, tok.ids, args.out, settings, log=log)
+
+    heldout = steps_of(EVAL_SEED, max(1, args.eval_examples // 6), Split.HELDOUT)
+    metrics: dict[str, object] = {
+        "kind": args.kind,
+        "steps": result.steps,
+        "train_minutes": result.minutes,
+        "parameters": model.num_parameters(),
+        "train_examples": len(examples),
+        "dropped_examples": dict(dropped),
+        "prompt_tokens": args.prompt_tokens,
+        "heldout": score(
+            model.cpu(), args.kind, tok, grammar, heldout[: args.eval_examples], args.prompt_tokens
+        ),
+    }
+    notes = (f"bike-shop calls from voice_agent/brain/dialogues.py: {args.dialogues} train "
+             f"dialogues (seed {TRAIN_SEED}), {args.preset} preset, block {block}")  # fmt: skip
+    card = ModelCard(config, args.kind, data_hash, metrics, notes=notes)
+    save(args.out, model, tok, card)
+    log(json.dumps({"final": metrics}))
+
+
+if __name__ == "__main__":
+    main()

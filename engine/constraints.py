@@ -365,8 +365,18 @@ class CallPlan:
         """Restrict `banned` (block, vocab) at governed positions and settle enum slots
         met in this block, writing their tokens into `canvas`. Returns the number of
         model-chosen tokens placed (enum values, gaps excluded)."""
-        mask_id = self.grammar.tok.ids.mask
         log_probs = torch.log_softmax(logits.float(), dim=-1)  # (block, vocab)
+        placed, laid_out = self._restrict(canvas, block_start, log_probs, banned)
+        while laid_out:  # choosing the tool laid out more cells, maybe in this very block
+            more, laid_out = self._restrict(canvas, block_start, log_probs, banned)
+            placed += more
+        return placed
+
+    def _restrict(
+        self, canvas: Tensor, block_start: int, log_probs: Tensor, banned: Tensor
+    ) -> tuple[int, bool]:
+        """One pass of `before_commit`; also says whether a tool's layout was added."""
+        mask_id = self.grammar.tok.ids.mask
         enums: dict[int, tuple[Slot, dict[int, Tensor]]] = {}
         for j in range(canvas.shape[0]):
             pos = block_start + j
@@ -382,7 +392,7 @@ class CallPlan:
                 enums.setdefault(start, (cell.slot, {}))[1][cell.offset] = log_probs[j]
             elif isinstance(cell, SlotCell):
                 banned[j] = ~self.grammar.allowed(cell, self.grounded)
-        placed = 0
+        placed, laid_out = 0, False
         for start, (slot, seen) in enums.items():
             among = self.feasible if slot is self.grammar.name_slot else self._mentioned(slot)
             choice = self.grammar.choose(slot, seen, among)
@@ -394,8 +404,9 @@ class CallPlan:
                 layout = [*self.grammar.tool_layout(self.tool), Fixed(self.grammar.tok.ids.eos)]
                 self._extend(start + slot.width, layout)
                 self.end = start + slot.width + len(layout) - 1
+                laid_out = True
         self._place(canvas, block_start)
-        return placed
+        return placed, laid_out
 
     def after_commit(self, canvas: Tensor, block_start: int) -> int:
         """Lay out the call once `<call>` is committed. Returns how many committed tokens

@@ -92,11 +92,12 @@ def test_bad_calls_are_clear_errors(grammar: CallGrammar) -> None:
         grammar.parse(grammar.tok.encode('{"name": "order_status", "arguments": {}}'))
 
 
+@pytest.mark.parametrize("block", [8, 32])  # 32: the tool's layout lands in the name's block
 @pytest.mark.parametrize("seed", range(6))
 def test_random_weights_still_emit_schema_valid_calls(
-    tok: TextTokenizer, grammar: CallGrammar, seed: int
+    tok: TextTokenizer, grammar: CallGrammar, seed: int, block: int
 ) -> None:
-    model = CallBiased(random_model(tok, seed), tok.ids.call)
+    model = CallBiased(random_model(tok, seed, block_size=block), tok.ids.call)
     prompt = f"{Special.BOS}{Special.CALLER} hi it's nina, order 4 1 7 2 please{Special.AGENT}"
     g = decode(model, tok, prompt, grammar=grammar)
     assert g.finish_reason is FinishReason.EOS

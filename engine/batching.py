@@ -183,7 +183,7 @@ class Engine:
             s = job.state
             if s.finish is not None:
                 gen = Generation(tuple(s.answer), s.finish, s.forced, s.forwards, s.decided,
-                                 self.clock() - job.start_s)  # fmt: skip
+                                 self.clock() - job.start_s, s.min_confidence)  # fmt: skip
                 self._deliver(job, gen)
                 self._retire(job)
             elif job.cancelled.is_set():

@@ -55,6 +55,9 @@ class DecodeState:
     forwards: int = 0
     decided: int = 0
     """Tokens chosen by the model (not placed by a scaffold or filled after EOS)."""
+    min_confidence: float = 1.0
+    """Lowest confidence of any token the model committed (forced commits included):
+    how unsure the answer is."""
     steps_in_block: int = 0
     forced: bool = False
     finish: FinishReason | None = None
@@ -137,6 +140,8 @@ def decode_step(
         s.forwards += 1
         s.steps_in_block += 1
         s.decided += int(chosen[b].sum())
+        if chosen[b].any():
+            s.min_confidence = min(s.min_confidence, float(conf[b][chosen[b]].min()))
         if s.plan is not None:
             s.decided -= s.plan.after_commit(s.canvas, len(s.answer))
         block = _finished_block(s, ids)
@@ -227,6 +232,8 @@ class Generation:
     forwards: int
     decided_tokens: int
     latency_s: float
+    min_confidence: float = 1.0
+    """Lowest confidence among the tokens the model committed (1.0 when unknown)."""
 
     @property
     def tokens_per_forward(self) -> float:
@@ -273,4 +280,5 @@ def generate(
         state.forwards,
         state.decided,
         clock() - start,
+        state.min_confidence,
     )

@@ -219,3 +219,11 @@ def test_decode_step_on_a_batch_matches_single_requests() -> None:
         decode_step(model, cache, states, IDS, 0.0, 0.0)
     for s, single in zip(states, singles, strict=True):
         assert tuple(s.answer) == single[: len(s.answer)]
+
+
+def test_min_confidence_tells_a_sure_answer_from_a_guess() -> None:
+    request = Request((2, 10, 11), Schedule(threshold=0.9, max_new_tokens=8))
+    guess = generate(tiny_model(seed=8), IDS, request, TickClock(0.001))
+    sure = generate(biased(tiny_model(seed=8), 20), IDS, request, TickClock(0.001))
+    assert guess.min_confidence < 0.5 < 0.99 < sure.min_confidence <= 1.0
+    assert set(sure.token_ids) == {20}

@@ -1,0 +1,181 @@
+"""Evaluate the brain on held-out simulated calls: from text, from speech, and its AR twin.
+
+    python scripts/eval_brain.py --json out/eval_brain.json
+
+Text: every agent action of `--dialogues` held-out calls (templates and values never
+seen in training), decoded by the engine with constrained tool calls, scored against
+the gold action (voice_agent/brain/scoring.py). Speech: for `--speech-examples` of those
+actions, the caller's last line is synthesized (piper's joe voice and espeak-ng in
+turn), sent through the phone path (8 kHz μ-law) and Whisper tiny.en, and the transcript
+replaces the line before the brain answers: the accuracy a caller experiences. The AR
+twin answers the same text prompts, decoding freely. Confidence: how often the engine's
+lowest committed confidence falls under 0.5 (the agent would ask the caller to repeat)
+and whether those answers were in fact wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine.baselines import autoregressive
+from engine.checkpoint import Checkpoint, load
+from engine.constraints import CallGrammar
+from engine.generate import Request, generate
+from engine.schedule import Schedule
+from tools.bike_shop.schemas import ARGUMENT_MODELS
+from voice_agent.brain.dialogues import Example as Step
+from voice_agent.brain.dialogues import generate as dialogues
+from voice_agent.brain.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError
+from voice_agent.brain.phrasing import Split
+from voice_agent.brain.scoring import Scorer
+
+ROOT = Path(__file__).resolve().parent.parent
+EVAL_SEED = 2
+DEFAULT_DLM = ROOT / "engine" / "checkpoints" / "brain-dlm"
+DEFAULT_AR = ROOT / "engine" / "checkpoints" / "brain-ar"
+VOICES = ("piper:joe", "espeak:en-us")
+
+
+def prompt_ids(ck: Checkpoint, step: Step, prompt_tokens: int) -> tuple[int, ...] | None:
+    try:
+        return tuple(ck.tokenizer.encode(step.prompt(ck.tokenizer, prompt_tokens)))
+    except PromptTooLongError:
+        return None
+
+
+def _share(n: int, d: int) -> float | None:
+    return round(n / d, 4) if d else None
+
+
+def run_engine(
+    ck: Checkpoint, steps: list[Step], prompt_tokens: int, unsure_below: float = 0.5
+) -> dict[str, Any]:
+    """Decode and score `steps`. An answer whose least confident committed token is under
+    `unsure_below` counts as one where the agent would ask the caller to repeat."""
+    tok, grammar = ck.tokenizer, CallGrammar(ck.tokenizer, ARGUMENT_MODELS)
+    scorer = Scorer(ARGUMENT_MODELS)
+    latencies, forwards, decided = [], 0, 0
+    unsure = unsure_wrong = confident_wrong = 0
+    for step in steps:
+        ids = prompt_ids(ck, step, prompt_tokens)
+        if ids is None:
+            continue
+        schedule = Schedule(threshold=0.9, max_new_tokens=ANSWER_TOKENS, effort=step.effort)
+        g = generate(ck.model, tok.ids, Request(ids, schedule, grammar=grammar), time.monotonic)
+        right = scorer.add(step, tok.decode(g.token_ids))
+        if g.min_confidence < unsure_below:
+            unsure += 1
+            unsure_wrong += not right
+        else:
+            confident_wrong += not right
+        latencies.append(g.latency_s * 1000)
+        forwards += g.forwards
+        decided += g.decided_tokens
+    report = scorer.report()
+    report["tokens_per_forward"] = round(decided / max(1, forwards), 2)
+    report["latency_ms"] = {"p50": round(float(np.median(latencies)), 1),
+                            "p95": round(float(np.percentile(latencies, 95)), 1)}  # fmt: skip
+    report["unsure"] = {
+        "below": unsure_below,
+        "fired": _share(unsure, scorer.answers),
+        "wrong_when_fired": _share(unsure_wrong, unsure),
+        "wrong_when_confident": _share(confident_wrong, scorer.answers - unsure),
+    }
+    report["errors_sample"] = scorer.errors[:5]
+    return report
+
+
+def run_ar(ck: Checkpoint, steps: list[Step], prompt_tokens: int) -> dict[str, Any]:
+    scorer = Scorer(ARGUMENT_MODELS)
+    for step in steps:
+        ids = prompt_ids(ck, step, prompt_tokens)
+        if ids is not None:
+            g = autoregressive(ck.model, ck.tokenizer.ids, list(ids), ANSWER_TOKENS,
+                               time.monotonic)  # fmt: skip
+            scorer.add(step, ck.tokenizer.decode(g.token_ids))
+    return scorer.report()
+
+
+def heard(steps: list[Step], limit: int) -> tuple[list[Step], list[dict[str, str]]]:
+    """The first `limit` steps whose last turn is the caller's, with that line replaced by
+    what Whisper tiny.en hears of it over the phone."""
+    from scripts.speech_data import phone, synthesize, trim
+    from voice_agent.audio import resample
+    from voice_agent.hearing.asr import AsrConfig, decode, load_whisper
+
+    config = AsrConfig(model="tiny.en")
+    model = load_whisper(config)
+    out, pairs = [], []
+    for step in steps:
+        if len(out) >= limit:
+            break
+        if not step.history or not isinstance(step.history[-1], CallerTurn):
+            continue
+        said = step.history[-1].text
+        voice = VOICES[len(out) % len(VOICES)]
+        samples, rate = synthesize(said, voice)
+        line = phone(trim(samples), rate)
+        audio = resample(line, 8000, 16000).astype(np.float32) / 32768.0
+        text = decode(model, audio, config).text
+        pairs.append({"said": said, "heard": text, "voice": voice})
+        out.append(replace(step, history=(*step.history[:-1], CallerTurn(text))))
+    return out, pairs
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--json", type=Path, required=True)
+    p.add_argument("--dlm", type=Path, default=DEFAULT_DLM)
+    p.add_argument("--ar", type=Path, default=DEFAULT_AR)
+    p.add_argument("--dialogues", type=int, default=100)
+    p.add_argument("--speech-examples", type=int, default=60)
+    p.add_argument("--prompt-tokens", type=int, default=128)
+    p.add_argument("--threads", type=int, default=0)
+    args = p.parse_args()
+    if args.dialogues < 1 or args.speech_examples < 0:
+        p.error("--dialogues must be positive and --speech-examples not negative")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        dlm, ar = load(args.dlm), load(args.ar)
+    except (FileNotFoundError, ValueError) as exc:
+        sys.exit(f"eval_brain: {exc}")
+    steps = [ex for d in dialogues(EVAL_SEED, args.dialogues, Split.HELDOUT) for ex in d.examples]
+    result: dict[str, Any] = {
+        "dialogues": args.dialogues,
+        "examples": len(steps),
+        "text": run_engine(dlm, steps, args.prompt_tokens),
+        "ar_twin": run_ar(ar, steps, args.prompt_tokens),
+    }
+    if args.speech_examples:
+        spoken, pairs = heard(steps, args.speech_examples)
+        result["speech"] = run_engine(dlm, spoken, args.prompt_tokens)
+        same_text = run_engine(dlm, _originals(steps, spoken), args.prompt_tokens)
+        result["speech"]["same_examples_from_text"] = same_text["exact_tool_call"]
+        result["speech"]["transcripts_sample"] = pairs[:8]
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+def _originals(steps: list[Step], spoken: list[Step]) -> list[Step]:
+    """The text versions of the spoken steps (same dialogue and step)."""
+    keys = {(s.dialogue_id, s.step) for s in spoken}
+    return [s for s in steps if (s.dialogue_id, s.step) in keys]
+
+
+if __name__ == "__main__":
+    main()

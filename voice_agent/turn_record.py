@@ -1,0 +1,273 @@
+"""The typed record of one turn's timing, and its JSON-lines form.
+
+Times are milliseconds after the end of the caller's speech (the turn's origin), read
+from one monotonic clock by `voice_agent.latency.TurnTracker`. Durations are derived
+from the timestamps, never stored apart from them.
+
+JSON lines: a turn is one line of JSON (`to_json_line`, no newline inside), appended to
+a file per process (`append_jsonl`). The line holds every field of `TurnRecord` (enums as
+their string values, tuples as lists) and `durations_ms`, the derived durations written
+for readers that do not load this module; `from_json_line` ignores it. `schema_version`
+says which layout a line has; a reader refuses other versions rather than misread them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from voice_agent.config import BudgetSettings
+
+SCHEMA_VERSION = 1
+"""Layout of `TurnRecord` lines; bump on any change a reader of old lines would misread."""
+DERIVED_KEY = "durations_ms"
+
+
+class Mark(Enum):
+    """A moment of the turn the tracker timestamps."""
+
+    END_OF_TURN = "end_of_turn"
+    """The turn detector decided the caller has finished."""
+    FINAL_TRANSCRIPT = "final_transcript"
+    ENGINE_START = "engine_start"
+    """The first engine request of the turn was submitted."""
+    ENGINE_FIRST_BLOCK = "engine_first_block"
+    ENGINE_DONE = "engine_done"
+    """The last engine request of the turn finished (later marks replace earlier ones)."""
+    TTS_START = "tts_start"
+    """The first sentence was handed to the synthesizer."""
+    FIRST_TTS_AUDIO = "first_tts_audio"
+    FIRST_AUDIO_SENT = "first_audio_sent"
+    """The first reply frame (speech or filler) went to the transport."""
+
+
+class Stage(Enum):
+    """A budgeted span of the turn (`TOOL` and `SEND` have no budget of their own)."""
+
+    END_OF_TURN = "end_of_turn"  # end of speech -> end-of-turn decision
+    ASR_FINAL = "asr_final"  # end-of-turn decision -> final transcript
+    ENGINE = "engine"  # first engine start -> last engine done (tool calls inside)
+    TOOL = "tool"  # each tool call; the sum is reported
+    TTS_FIRST_AUDIO = "tts_first_audio"  # first sentence to TTS -> its first audio
+    SEND = "send"  # first TTS audio -> first frame sent
+    TURN = "turn"  # end of speech -> first frame sent (voice to voice)
+
+
+STAGE_WINDOWS: dict[Stage, tuple[Mark | None, Mark]] = {
+    Stage.END_OF_TURN: (None, Mark.END_OF_TURN),
+    Stage.ASR_FINAL: (Mark.END_OF_TURN, Mark.FINAL_TRANSCRIPT),
+    Stage.ENGINE: (Mark.ENGINE_START, Mark.ENGINE_DONE),
+    Stage.TTS_FIRST_AUDIO: (Mark.TTS_START, Mark.FIRST_TTS_AUDIO),
+    Stage.SEND: (Mark.FIRST_TTS_AUDIO, Mark.FIRST_AUDIO_SENT),
+    Stage.TURN: (None, Mark.FIRST_AUDIO_SENT),
+}
+"""(start, end) marks of each windowed stage; None is the turn's origin (0 ms)."""
+
+
+class EffortLevel(Enum):
+    """Engine effort, ordered least first; values match `engine.schedule.Effort`."""
+
+    INSTANT = "instant"
+    LOW = "low"
+    MEDIUM = "medium"
+
+    @property
+    def rank(self) -> int:
+        return list(EffortLevel).index(self)
+
+
+class ToolOutcome(Enum):
+    OK = "ok"
+    TIMEOUT = "timeout"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+    """Barge-in or the turn ended while it ran."""
+
+
+class DegradeCause(Enum):
+    STAGE_BUDGET = "stage_budget"
+    """The stage's own budget would be overrun."""
+    TURN_BUDGET = "turn_budget"
+    """What is left of the turn's budget is the tighter limit."""
+    QUEUE_DEPTH = "queue_depth"
+    """The engine's queue was too deep at admission."""
+
+
+class DegradeAction(Enum):
+    LOWER_EFFORT = "lower_effort"
+    FEWER_STEPS = "fewer_steps"
+    """`max_steps_per_block` lowered: blocks commit sooner, with less refinement."""
+    USE_PARTIAL_TRANSCRIPT = "use_partial_transcript"
+    PLAY_FILLER = "play_filler"
+
+
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    """Latency budgets in milliseconds, as configured in `[budgets]`
+    (`voice_agent.config.BudgetSettings`, which holds the defaults)."""
+
+    turn_ms: int
+    end_of_turn_ms: int
+    asr_final_ms: int
+    engine_ms: int
+    tts_first_audio_ms: int
+
+    @classmethod
+    def default(cls) -> Budgets:
+        return cls.from_settings(BudgetSettings())
+
+    @classmethod
+    def from_settings(cls, settings: BudgetSettings) -> Budgets:
+        return cls(
+            turn_ms=settings.turn_ms,
+            end_of_turn_ms=settings.end_of_turn_ms,
+            asr_final_ms=settings.asr_final_ms,
+            engine_ms=settings.engine_ms,
+            tts_first_audio_ms=settings.tts_first_audio_ms,
+        )
+
+    def for_stage(self, stage: Stage) -> int | None:
+        """The stage's own budget; None for stages bounded only by the turn's."""
+        return {
+            Stage.END_OF_TURN: self.end_of_turn_ms,
+            Stage.ASR_FINAL: self.asr_final_ms,
+            Stage.ENGINE: self.engine_ms,
+            Stage.TTS_FIRST_AUDIO: self.tts_first_audio_ms,
+            Stage.TURN: self.turn_ms,
+        }.get(stage)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    name: str
+    started_at_ms: float
+    ended_at_ms: float | None = None
+    """None while it runs."""
+    outcome: ToolOutcome | None = None
+
+    @property
+    def duration_ms(self) -> float | None:
+        return None if self.ended_at_ms is None else self.ended_at_ms - self.started_at_ms
+
+
+@dataclass(frozen=True, slots=True)
+class DegradeRecord:
+    """One decision to do less so the turn stays on time."""
+
+    stage: Stage
+    cause: DegradeCause
+    action: DegradeAction
+    at_ms: float
+    detail: str = ""
+    """Human-readable numbers behind the decision, e.g. "medium -> low: 180 ms left"."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """Everything timed in one turn; times in ms after the end of the caller's speech."""
+
+    call_id: str
+    turn: int
+    budgets: Budgets
+    end_of_turn_at_ms: float | None = None
+    final_transcript_at_ms: float | None = None
+    engine_start_at_ms: float | None = None
+    engine_first_block_at_ms: float | None = None
+    engine_done_at_ms: float | None = None
+    tts_start_at_ms: float | None = None
+    first_tts_audio_at_ms: float | None = None
+    first_audio_sent_at_ms: float | None = None
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    degrades: tuple[DegradeRecord, ...] = ()
+    effort: EffortLevel | None = None
+    """The engine effort the turn ran at (after admission and degrades)."""
+    max_steps_per_block: int | None = None
+    """Set when a degrade capped the engine's steps; None = the schedule's own."""
+    queue_depth: int | None = None
+    """Engine requests queued ahead of this turn at admission."""
+    wall_time_unix_s: float | None = None
+    """When the turn began, for reports; not used for any duration."""
+    schema_version: int = field(default=SCHEMA_VERSION)
+
+    def at_ms(self, mark: Mark | None) -> float | None:
+        """The mark's time; None (the origin) is 0."""
+        return 0.0 if mark is None else getattr(self, f"{mark.value}_at_ms")
+
+    def duration_ms(self, stage: Stage) -> float | None:
+        """The stage's duration, None when it did not (yet) happen. `TOOL`: total of the
+        finished tool calls."""
+        if stage is Stage.TOOL:
+            done = [c.duration_ms for c in self.tool_calls if c.duration_ms is not None]
+            return sum(done) if done else None
+        start_mark, end_mark = STAGE_WINDOWS[stage]
+        start, end = self.at_ms(start_mark), self.at_ms(end_mark)
+        return None if start is None or end is None else end - start
+
+    def durations_ms(self) -> dict[str, float | None]:
+        """Every stage's duration, and `engine_first_block` (engine start to first block)."""
+        durations = {stage.value: self.duration_ms(stage) for stage in Stage}
+        start, first = self.engine_start_at_ms, self.engine_first_block_at_ms
+        durations["engine_first_block"] = None if start is None or first is None else first - start
+        return durations
+
+    def over_budget(self) -> list[Stage]:
+        """Stages whose duration exceeded their own budget."""
+        return [
+            stage
+            for stage in Stage
+            if (budget := self.budgets.for_stage(stage)) is not None
+            and (took := self.duration_ms(stage)) is not None
+            and took > budget
+        ]
+
+    def to_json_line(self) -> str:
+        """One line of JSON (no newline): the fields and the derived `durations_ms`."""
+        data = _ADAPTER.dump_python(self, mode="json")
+        data[DERIVED_KEY] = self.durations_ms()
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def from_json_line(cls, line: str) -> TurnRecord:
+        """Parse a `to_json_line` line. Raises ValueError for bad JSON, another schema
+        version, or fields that do not validate."""
+        try:
+            data: Any = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"turn record is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ValueError("turn record must be a JSON object")
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ValueError(f"turn record schema_version {version!r}; expected {SCHEMA_VERSION}")
+        data.pop(DERIVED_KEY, None)
+        try:
+            return _ADAPTER.validate_python(data)
+        except ValidationError as exc:
+            raise ValueError(f"invalid turn record: {exc}") from None
+
+
+_ADAPTER: TypeAdapter[TurnRecord] = TypeAdapter(TurnRecord)
+
+
+def append_jsonl(path: Path, record: TurnRecord) -> None:
+    """Append `record` as one line to `path` (created with its folder if missing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as out:
+        out.write(record.to_json_line() + "\n")
+
+
+def read_jsonl(path: Path) -> list[TurnRecord]:
+    """Every record in `path`, skipping blank lines. Raises ValueError naming the line."""
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(TurnRecord.from_json_line(line))
+            except ValueError as exc:
+                raise ValueError(f"{path}:{number}: {exc}") from None
+    return records

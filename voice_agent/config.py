@@ -69,7 +69,12 @@ class BudgetSettings(_Section):
     """Latency budgets in milliseconds (the pipeline enforces them)."""
 
     turn_ms: int = Field(1200, gt=0, description="end of caller speech to first reply audio")
-    end_of_turn_ms: int = Field(300, gt=0)
+    end_of_turn_ms: int = Field(
+        450,
+        gt=0,
+        description="end of speech to the end-of-turn decision: the hearing "
+        "section's end-of-turn silence (400 ms, chosen by measurement) plus one VAD window",
+    )
     asr_final_ms: int = Field(250, gt=0)
     engine_ms: int = Field(500, gt=0)
     tts_first_audio_ms: int = Field(250, gt=0)

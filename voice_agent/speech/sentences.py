@@ -69,7 +69,7 @@ class SentenceSplitter:
         self._buffer += text
         sentences = []
         while (cut := self._next_cut()) is not None:
-            sentence, self._buffer = self._buffer[:cut].strip(), self._buffer[cut:]
+            sentence, self._buffer = self._buffer[:cut].strip(), self._buffer[cut:].lstrip()
             if sentence:
                 sentences.append(sentence)
         return sentences

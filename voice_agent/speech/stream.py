@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Final
@@ -90,27 +89,31 @@ async def speak_chunks(
         raise ValueError(f"chunk_ms must be a positive multiple of {FRAME_MS}, got {chunk_ms}")
     max_samples = frame * (chunk_ms // FRAME_MS)
     splitter = splitter or SentenceSplitter()
-    sentences: asyncio.Queue[str | object] = asyncio.Queue()
+    sentences: asyncio.Queue[str | BaseException | object] = asyncio.Queue()
     audio: asyncio.Queue[SpeechChunk | BaseException | object] = asyncio.Queue()
     executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=WORKER_THREAD_PREFIX)
 
     async def read_text() -> None:
-        async for text in text_chunks:
-            for sentence in splitter.feed(text):
+        try:
+            async for text in text_chunks:
+                for sentence in splitter.feed(text):
+                    sentences.put_nowait(sentence)
+            for sentence in splitter.flush():
                 sentences.put_nowait(sentence)
-        for sentence in splitter.flush():
-            sentences.put_nowait(sentence)
-        sentences.put_nowait(_END)
+        except Exception as exc:  # the sentences before it are still spoken
+            sentences.put_nowait(exc)
+        else:
+            sentences.put_nowait(_END)
 
     async def synthesize() -> None:
         loop = asyncio.get_running_loop()
         resampler = StreamResampler(synth.sample_rate_hz, out_rate_hz)
         framer = Framer(frame)
-        index, started = 0, False
-        while (sentence := await sentences.get()) is not _END:
-            assert isinstance(sentence, str)
+        index, started, spoken = 0, False, ""
+        while isinstance(sentence := await sentences.get(), str):
             if not is_speakable(sentence):
                 continue
+            spoken = sentence
             samples = await loop.run_in_executor(executor, synth.synthesize, normalize(sentence))
             if trim_leading_silence and not started:
                 samples = _trim_leading_silence(samples)
@@ -122,18 +125,16 @@ async def speak_chunks(
         last = framer.flush(pad=True)
         if last is not None:
             tail.append(last)
-        _put_pieces(audio, tail, max_samples, max(index - 1, 0), "", out_rate_hz)
-        audio.put_nowait(_END)
+        _put_pieces(audio, tail, max_samples, max(index - 1, 0), spoken, out_rate_hz)
+        audio.put_nowait(sentence)  # _END or the reader's exception
 
-    async def run() -> None:
+    async def synthesize_or_fail() -> None:
         try:
-            async with asyncio.TaskGroup() as group:
-                group.create_task(read_text())
-                group.create_task(synthesize())
-        except BaseExceptionGroup as errors:  # surface the first failure to the reader
-            audio.put_nowait(errors.exceptions[0])
+            await synthesize()
+        except Exception as exc:
+            audio.put_nowait(exc)
 
-    runner = asyncio.create_task(run())
+    tasks = [asyncio.create_task(read_text()), asyncio.create_task(synthesize_or_fail())]
     try:
         while (item := await audio.get()) is not _END:
             if isinstance(item, BaseException):
@@ -141,9 +142,9 @@ async def speak_chunks(
             assert isinstance(item, SpeechChunk)
             yield item
     finally:
-        runner.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await runner
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         executor.shutdown(wait=False, cancel_futures=True)
 
 

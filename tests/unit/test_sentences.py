@@ -77,7 +77,7 @@ def test_line_breaks_end_sentences() -> None:
 
 
 def test_long_sentences_are_cut_at_a_clause_break() -> None:
-    splitter = SentenceSplitter(max_chars=40)
+    splitter = SentenceSplitter(max_chars=40, first_max_chars=40)
     text = "We have the red one, the blue one, the green one and the yellow one in stock"
     first = splitter.feed(text)
     assert first == ["We have the red one, the blue one,"]
@@ -85,9 +85,29 @@ def test_long_sentences_are_cut_at_a_clause_break() -> None:
     assert " ".join(first + splitter.feed(".") + splitter.flush()) == text + "."
 
 
-def test_max_chars_must_be_positive() -> None:
+LONG_FIRST = (
+    "Your bike is booked in for a full service on Friday at half past two, and it should "
+    "be ready by five, or six at the latest. Anything else?"
+)
+
+
+@pytest.mark.parametrize("size", [1, 5, 13, len(LONG_FIRST)])
+def test_a_long_first_sentence_is_cut_early_whatever_the_chunking(size: int) -> None:
+    # Over the first-sentence limit (60) with no break within it: cut at the first break
+    # after it; later sentences only at 160.
+    chunks = [LONG_FIRST[i : i + size] for i in range(0, len(LONG_FIRST), size)]
+    assert split_all(chunks, SentenceSplitter(first_max_chars=60)) == [
+        "Your bike is booked in for a full service on Friday at half past two,",
+        "and it should be ready by five, or six at the latest.",
+        "Anything else?",
+    ]
+
+
+def test_limits_must_be_positive() -> None:
     with pytest.raises(ValueError):
         SentenceSplitter(max_chars=0)
+    with pytest.raises(ValueError):
+        SentenceSplitter(first_max_chars=0)
 
 
 def test_is_speakable() -> None:

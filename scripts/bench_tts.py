@@ -1,0 +1,94 @@
+"""Benchmark speech synthesis: time to first audio and real-time factor, per engine.
+
+    .venv/bin/python scripts/bench_tts.py --json out/bench_tts.json
+
+For Piper's joe voice and espeak-ng, on a short reply (one sentence) and a long one (a
+long first sentence, then more): the synthesizer's time for the whole text, its real-time
+factor (synthesis time / audio duration), and `speak()`'s time to the first 8 kHz chunk
+(what the caller waits for; the splitter cuts a long first sentence at a clause break).
+Medians of `--repeats` runs after one warm-up. The machine's load is recorded: timings on
+a shared 2-core CPU are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from voice_agent.audio import PHONE_RATE_HZ
+from voice_agent.speech.stream import speak
+from voice_agent.speech.tts import EspeakSynthesizer, PiperSynthesizer, Synthesizer
+
+REPLIES = {
+    "short": "Sure, I can book that for you.",
+    "long": "Your bike is booked in for a full service on Friday at half past two, and it "
+    "should be ready by five o'clock the same day. Anything else I can help with?",
+}
+_MS_PER_S = 1000.0
+
+
+async def first_chunk_s(synth: Synthesizer, text: str) -> float:
+    async def reply() -> AsyncIterator[str]:
+        yield text
+
+    start = time.perf_counter()
+    stream = speak(reply(), synth, PHONE_RATE_HZ)
+    await anext(stream)
+    elapsed = time.perf_counter() - start
+    await stream.aclose()
+    return elapsed
+
+
+def measure(synth: Synthesizer, text: str, repeats: int) -> dict[str, float]:
+    synth.synthesize("Warm up.")
+    synth_s, rtf, first_s = [], [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        samples = synth.synthesize(text)
+        took = time.perf_counter() - start
+        synth_s.append(took)
+        rtf.append(took / (len(samples) / synth.sample_rate_hz))
+        first_s.append(asyncio.run(first_chunk_s(synth, text)))
+    return {
+        "chars": len(text),
+        "audio_s": round(len(samples) / synth.sample_rate_hz, 3),
+        "synthesize_ms": round(statistics.median(synth_s) * _MS_PER_S, 1),
+        "rtf": round(statistics.median(rtf), 4),
+        "first_chunk_ms": round(statistics.median(first_s) * _MS_PER_S, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--repeats", type=int, default=9)
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    piper = PiperSynthesizer()
+    results: dict[str, Any] = {
+        "load_avg_1m": os.getloadavg()[0],
+        "piper_load_ms": round((time.perf_counter() - start) * _MS_PER_S, 1),
+    }
+    for synth in (piper, EspeakSynthesizer()):
+        results[synth.voice] = {
+            name: measure(synth, text, args.repeats) for name, text in REPLIES.items()
+        }
+    text = json.dumps(results, indent=2)
+    print(text)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

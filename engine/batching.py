@@ -106,6 +106,15 @@ class Engine:
             if isinstance(item, tuple):
                 yield item
 
+    async def stream_result(
+        self, request: Request
+    ) -> AsyncIterator[tuple[int, ...] | Generation]:
+        """Each committed block of answer tokens, as `stream` yields them, then the
+        `Generation` with the request's figures (forwards, confidence, deadline). The
+        agent streams speech from the blocks and judges the answer by the figures."""
+        async for item in self._submit(request):
+            yield item
+
     async def generate(self, request: Request) -> Generation:
         """The complete answer. Raises ValueError for a request that cannot fit."""
         result: Generation | None = None

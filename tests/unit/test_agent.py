@@ -1,0 +1,407 @@
+"""The agent loop's logic against a scripted stand-in for the engine and a real shop file.
+
+`ScriptedEngine` is a TEST DOUBLE FOR THE ENGINE: it answers each request with the next
+scripted answer (tokenized with the shipped tokenizer, calls laid out by the real call
+grammar), block by block, and records the requests. What the model would say is not
+under test here; what the agent does with it is: tools run with the decoded arguments
+against SQLite, results go back into the prompt, failures become apologies, unsure or
+unparseable answers a request to repeat, and barge-in never runs a discarded call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.generate import FinishReason, Generation, Request
+from engine.tokenizer import TextTokenizer
+from tools.bike_shop.db import ShopContext, ShopDb
+from tools.bike_shop.pack import call_tool
+from tools.bike_shop.results import ToolResult
+from voice_agent.agent import (
+    Agent,
+    AgentConfig,
+    DegradeKind,
+    ReplyKind,
+    TextChannel,
+    ToolOutcome,
+    shop_grammar,
+)
+from voice_agent.brain.format import AgentCall, AgentSay, CallerTurn, ToolResultTurn
+from voice_agent.brain.phrases import phrases
+from voice_agent.clock import FakeClock
+from voice_agent.latency import Budgets, TurnTracker
+from voice_agent.turn_record import Mark, Stage
+from voice_agent.turn_record import ToolOutcome as TrackedOutcome
+
+TOKENIZER = Path(__file__).resolve().parents[2] / "engine/checkpoints/synthetic-dlm/tokenizer.json"
+MONDAY_10AM = datetime(2025, 6, 2, 10, 0)
+WEDNESDAY = "2025-06-04"
+BLOCK = 16
+BOOKING = {"name": "Ann Lee", "day": "wednesday", "time": "10:00", "service": "brake check"}
+PHRASES = phrases()
+
+Script = list[int] | tuple[list[int], float]
+"""Answer ids, or (answer ids, the generation's min_confidence)."""
+
+
+@pytest.fixture(scope="module")
+def tok() -> TextTokenizer:
+    return TextTokenizer.load(TOKENIZER)
+
+
+def say(tok: TextTokenizer, text: str) -> list[int]:
+    return tok.encode(f"<think> answer<say> {text}")
+
+
+def call(tok: TextTokenizer, tool: str, **arguments: Any) -> list[int]:
+    return tok.encode("<call>") + shop_grammar(tok).encode(tool, arguments)
+
+
+class ScriptedEngine:
+    """Test double for `engine.batching.Engine.stream_result` (see the module docstring).
+    `after_answer` runs once the last block is out, before the result is delivered."""
+
+    def __init__(self, tok: TextTokenizer, *script: Script) -> None:
+        self.tok = tok
+        self.script = list(script)
+        self.requests: list[Request] = []
+        self.after_answer: Callable[[], None] | None = None
+        self.hold: asyncio.Event | None = None
+
+    def prompt(self, i: int) -> str:
+        return self.tok.decode(self.requests[i].prompt_ids)
+
+    async def stream_result(self, request: Request) -> AsyncIterator[tuple[int, ...] | Generation]:
+        self.requests.append(request)
+        item = self.script.pop(0)
+        ids, confidence = item if isinstance(item, tuple) else (item, 1.0)
+        for start in range(0, len(ids), BLOCK):
+            await asyncio.sleep(0)
+            yield tuple(ids[start : start + BLOCK])
+        if self.hold is not None:
+            await self.hold.wait()
+        if self.after_answer is not None:
+            self.after_answer()
+        forwards = -(-len(ids) // BLOCK) * 2
+        yield Generation(tuple(ids), FinishReason.EOS, False, forwards, len(ids), 0.01, confidence)
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Iterator[ShopContext]:
+    db = ShopDb.open(tmp_path / "shop.sqlite", MONDAY_10AM.date())
+    yield ShopContext(db, lambda: MONDAY_10AM)
+    db.close()
+
+
+def bookings(ctx: ShopContext, name: str = "Ann Lee") -> list[tuple[str, str, str]]:
+    with ctx.db.read() as conn:
+        rows = conn.execute(
+            "SELECT day, start, service FROM bookings WHERE name = ? AND cancelled = 0", (name,)
+        ).fetchall()
+    return [tuple(r) for r in rows]
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_a_call_runs_its_tool_and_the_result_goes_back_to_the_model(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING), say(tok, "You're booked."))
+    agent = Agent(engine, tok, shop)
+    agent.greet()
+    reply = run(agent.respond("book me in for a brake check wednesday at ten, ann lee"))
+    assert bookings(shop) == [(WEDNESDAY, "10:00", "brake check")]
+    assert (reply.kind, reply.text, reply.reasoning) == (ReplyKind.SAY, "You're booked.", "answer")
+    [record] = reply.tool_calls
+    assert (record.tool, record.arguments, record.outcome) == (
+        "book_service",
+        BOOKING,
+        ToolOutcome.OK,
+    )
+    assert record.generation == 0 and record.duration_ms >= 0
+    result = agent.turns[-2]
+    assert isinstance(result, ToolResultTurn) and result.error is None
+    assert f"<result> {result.text}" in engine.prompt(1)  # the model read the booking
+    assert agent.turns[-3] == AgentCall("book_service", BOOKING)
+    assert agent.turns[-1] == AgentSay("You're booked.")
+    assert reply.engine.requests == 2 and reply.engine.forwards > 0
+    assert engine.requests[0].grammar is shop_grammar(tok)  # every call is constrained
+
+
+def test_a_refusal_is_fed_back_as_an_error_and_the_model_explains(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    engine = ScriptedEngine(
+        tok, call(tok, "order_status", order_number="98765"), say(tok, "I can't find it.")
+    )
+    agent = Agent(engine, tok, shop)
+    reply = run(agent.respond("where is order 9 8 7 6 5"))
+    assert reply.kind is ReplyKind.SAY and reply.text == "I can't find it."
+    assert [c.outcome for c in reply.tool_calls] == [ToolOutcome.REFUSED]
+    assert reply.tool_calls[0].error == "no_such_order"
+    assert "<result> error no_such_order: " in engine.prompt(1)
+    assert not reply.degrades
+
+
+def slow_tool(release: threading.Event, started: threading.Event | None = None) -> Any:
+    def run_tool(name: str, args: Mapping[str, Any], ctx: ShopContext) -> ToolResult:
+        if started is not None:
+            started.set()
+        release.wait(5)
+        return call_tool(name, args, ctx)
+
+    return run_tool
+
+
+def broken_tool(name: str, args: Mapping[str, Any], ctx: ShopContext) -> ToolResult:
+    raise RuntimeError("database is on fire")
+
+
+@pytest.mark.parametrize("failure", ["timeout", "crash"])
+def test_a_timed_out_or_crashed_tool_is_apologised_for_and_the_call_goes_on(
+    tok: TextTokenizer, shop: ShopContext, failure: str
+) -> None:
+    release = threading.Event()
+    runner = slow_tool(release) if failure == "timeout" else broken_tool
+    engine = ScriptedEngine(
+        tok, call(tok, "opening_hours", day="tomorrow"), say(tok, "Anything else?")
+    )
+    agent = Agent(engine, tok, shop, run_tool=runner, config=AgentConfig(tool_timeout_s=0.05))
+
+    async def two_turns() -> None:
+        reply = await agent.respond("when are you open tomorrow")
+        assert (reply.kind, reply.text) == (ReplyKind.FALLBACK, PHRASES.tool_failed)
+        kind, outcome = {
+            "timeout": (DegradeKind.TOOL_TIMEOUT, ToolOutcome.TIMEOUT),
+            "crash": (DegradeKind.TOOL_FAILED, ToolOutcome.FAILED),
+        }[failure]
+        assert [d.kind for d in reply.degrades] == [kind]
+        assert [c.outcome for c in reply.tool_calls] == [outcome]
+        assert agent.turns[-1] == AgentSay(PHRASES.tool_failed)
+        release.set()
+        nxt = await agent.respond("okay thanks")  # the call goes on
+        assert (nxt.kind, nxt.text) == (ReplyKind.SAY, "Anything else?")
+        assert "<result> error " in engine.prompt(1)
+
+    run(two_turns())
+
+
+def test_the_tool_step_cap_ends_the_turn_with_the_last_result_and_runs_no_more(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    days = ["monday", "tuesday", "wednesday"]
+    engine = ScriptedEngine(tok, *(call(tok, "opening_hours", day=d) for d in days))
+    agent = Agent(engine, tok, shop, config=AgentConfig(max_tool_steps=2))
+    reply = run(agent.respond("when are you open"))
+    assert reply.kind is ReplyKind.FALLBACK
+    assert [c.arguments["day"] for c in reply.tool_calls] == days[:2]
+    assert [d.kind for d in reply.degrades] == [DegradeKind.TOOL_STEP_CAP]
+    last_result = agent.turns[-2]
+    assert isinstance(last_result, ToolResultTurn) and reply.text == last_result.text
+    assert sum(isinstance(t, AgentCall) for t in agent.turns) == 2
+
+
+@pytest.mark.parametrize("answer", ["hello there", "<say>", "<say> hi<call>{}"])
+def test_an_unparseable_answer_asks_the_caller_again(
+    tok: TextTokenizer, shop: ShopContext, answer: str
+) -> None:
+    agent = Agent(ScriptedEngine(tok, tok.encode(answer)), tok, shop)
+    reply = run(agent.respond("mumble"))
+    assert (reply.kind, reply.text) == (ReplyKind.ASK_AGAIN, PHRASES.say_again)
+    assert [d.kind for d in reply.degrades] == [DegradeKind.UNPARSEABLE]
+
+
+def test_an_unsure_answer_asks_again_and_an_unsure_call_never_runs(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    engine = ScriptedEngine(
+        tok, (say(tok, "Sure."), 0.3), (call(tok, "book_service", **BOOKING), 0.3)
+    )
+    agent = Agent(engine, tok, shop, config=AgentConfig(min_confidence=0.5))
+    for _ in range(2):
+        reply = run(agent.respond("book me in"))
+        assert (reply.kind, reply.text) == (ReplyKind.ASK_AGAIN, PHRASES.say_again)
+        assert [d.kind for d in reply.degrades] == [DegradeKind.LOW_CONFIDENCE]
+        assert reply.degrades[0].detail == "0.300" and not reply.tool_calls
+    assert bookings(shop) == []
+
+
+def test_a_call_from_a_cancelled_generation_never_runs(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING))
+    agent = Agent(engine, tok, shop)
+    engine.after_answer = agent.cancel  # barge-in lands as the call is decoded
+
+    with pytest.raises(asyncio.CancelledError):
+        run(agent.respond("book me in for wednesday"))
+    assert bookings(shop) == []
+    assert [r.outcome for r in agent.tools.records] == [ToolOutcome.NOT_RUN_CANCELLED]
+    assert agent.turns == [CallerTurn("book me in for wednesday")]  # said, but no call
+
+
+def test_barge_in_during_decoding_stops_before_any_call(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING))
+    engine.hold = asyncio.Event()  # never set: the answer is still being decoded
+    agent = Agent(engine, tok, shop)
+
+    async def barge_in() -> None:
+        task = asyncio.create_task(agent.respond("book me in"))
+        while not engine.requests:
+            await asyncio.sleep(0)
+        assert agent.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not agent.cancel()  # nothing in flight any more
+
+    run(barge_in())
+    assert bookings(shop) == [] and agent.tools.records == []
+
+
+def test_a_tool_running_at_barge_in_finishes_is_kept_and_is_not_spoken(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    release, started = threading.Event(), threading.Event()
+    engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING), say(tok, "Booked."))
+    agent = Agent(engine, tok, shop, run_tool=slow_tool(release, started))
+    heard: list[str] = []
+
+    async def barge_in() -> None:
+        task = asyncio.create_task(agent.respond("book me in", on_text=heard.append))
+        await asyncio.to_thread(started.wait, 5)
+        task.cancel()
+        await asyncio.sleep(0.02)
+        assert not task.done()  # waits for the tool: no half-done side effects
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(barge_in())
+    assert bookings(shop) == [(WEDNESDAY, "10:00", "brake check")]
+    assert [r.outcome for r in agent.tools.records] == [ToolOutcome.RAN_CANCELLED]
+    assert isinstance(agent.turns[-1], ToolResultTurn) and heard == []
+    assert len(engine.requests) == 1  # the model was not asked to speak about it
+
+
+def test_the_same_call_twice_in_a_turn_runs_once(tok: TextTokenizer, shop: ShopContext) -> None:
+    runs: list[str] = []
+
+    def counting(name: str, args: Mapping[str, Any], ctx: ShopContext) -> ToolResult:
+        runs.append(name)
+        return call_tool(name, args, ctx)
+
+    booking = call(tok, "book_service", **BOOKING)
+    agent = Agent(ScriptedEngine(tok, booking, booking), tok, shop, run_tool=counting)
+    reply = run(agent.respond("book me in"))
+    assert runs == ["book_service"]
+    assert [c.outcome for c in reply.tool_calls] == [ToolOutcome.OK, ToolOutcome.DUPLICATE]
+    assert [d.kind for d in reply.degrades] == [DegradeKind.DUPLICATE_CALL]
+    result = agent.turns[-2]
+    assert isinstance(result, ToolResultTurn) and reply.text == result.text  # said once
+    assert sum(isinstance(t, AgentCall) for t in agent.turns) == 1
+    assert len(bookings(shop)) == 1
+
+
+def test_history_keeps_only_what_the_caller_heard(tok: TextTokenizer, shop: ShopContext) -> None:
+    line = "Sure. We are open until six tonight. Anything else?"
+    engine = ScriptedEngine(tok, say(tok, line), say(tok, "Okay."), say(tok, "Bye."))
+    agent = Agent(engine, tok, shop)
+    assert run(agent.respond("are you open late")).text == line
+    agent.commit_spoken("Sure.")  # barge-in after the first sentence
+    assert agent.turns[-1] == AgentSay("Sure.")
+    run(agent.respond("wait, tomorrow?"))
+    assert "<say> Sure.<caller> wait, tomorrow?" in engine.prompt(1)
+    assert "until six" not in engine.prompt(1)
+    agent.commit_spoken("")  # cut off before any audio
+    run(agent.respond("hello?"))
+    assert "Okay" not in engine.prompt(2)
+
+
+def test_a_hand_off_ends_the_turn_with_the_tools_line(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    agent = Agent(ScriptedEngine(tok, call(tok, "end_call")), tok, shop)
+    reply = run(agent.respond("that's all, bye"))
+    assert reply.kind is ReplyKind.HANG_UP and reply.ends_call
+    assert reply.text == "Thanks for calling, have a good day!"
+    assert agent.turns[-1] == AgentSay(reply.text)
+
+
+def test_speech_streams_as_blocks_arrive_and_adds_up_to_the_reply(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    line = "We have two front lights in stock. The cheaper one is twenty dollars."
+    engine = ScriptedEngine(tok, call(tok, "search_products", query="light"), say(tok, line))
+    agent = Agent(engine, tok, shop)
+    pieces: list[str] = []
+    first_at: list[int] = []
+
+    def hook(piece: str) -> None:
+        pieces.append(piece)
+        first_at.append(len(engine.requests))
+
+    reply = run(agent.respond("do you have front lights", on_text=hook))
+    assert reply.text == line == "".join(pieces)
+    assert len(pieces) > 1  # not in one piece at the end
+    assert first_at[0] == 2  # nothing streamed from the call
+
+
+def test_text_channel_feeds_an_async_reader(tok: TextTokenizer, shop: ShopContext) -> None:
+    line = "One moment. I have checked it for you and it is ready."
+    agent = Agent(ScriptedEngine(tok, say(tok, line)), tok, shop)
+
+    async def read() -> tuple[str, str]:
+        channel = TextChannel()
+        task = asyncio.create_task(agent.respond("is my bike ready", on_text=channel.put))
+        task.add_done_callback(lambda _: channel.close())
+        text = "".join([p async for p in channel.pieces()])
+        return text, (await task).text
+
+    streamed, reply = run(read())
+    assert streamed == reply == line
+
+
+def test_a_tracker_plans_the_engine_deadline_and_times_the_tools(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    clock = FakeClock(100.0)
+    tracker = TurnTracker(clock, Budgets.default())
+    engine = ScriptedEngine(tok, call(tok, "opening_hours", day="today"), say(tok, "Till six."))
+    agent = Agent(engine, tok, shop, clock=clock)
+    run(agent.respond("open today?", tracker=tracker, deadline_s=1e9))
+    engine_deadline = tracker.deadline_for(Stage.ENGINE)
+    assert [r.deadline_s for r in engine.requests] == [engine_deadline] * 2
+    for mark in (Mark.ENGINE_START, Mark.ENGINE_FIRST_BLOCK, Mark.ENGINE_DONE):
+        assert tracker.marked_s(mark) is not None
+    [tool] = tracker.record().tool_calls
+    assert (tool.name, tool.outcome) == ("opening_hours", TrackedOutcome.OK)
+
+
+def test_a_caller_turn_too_long_for_the_window_keeps_its_end(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    engine = ScriptedEngine(tok, say(tok, "Sorry?"))
+    agent = Agent(engine, tok, shop, config=AgentConfig(max_prompt_tokens=40))
+    words = " ".join(f"word{i}" for i in range(200))
+    reply = run(agent.respond(f"{words} the end"))
+    assert [d.kind for d in reply.degrades] == [DegradeKind.CALLER_TEXT_CUT]
+    assert len(engine.requests[0].prompt_ids) <= 40
+    assert engine.prompt(0).endswith("the end<agent>")
+
+
+def test_deadline_is_handed_to_every_engine_request(tok: TextTokenizer, shop: ShopContext) -> None:
+    engine = ScriptedEngine(tok, call(tok, "opening_hours", day="today"), say(tok, "Till six."))
+    agent = Agent(engine, tok, shop)
+    run(agent.respond("open today?", deadline_s=123.0))
+    assert [r.deadline_s for r in engine.requests] == [123.0, 123.0]

@@ -1,0 +1,28 @@
+"""The agent loop: dialogue state, prompts, engine answers, tool calls (see agent.py)."""
+
+from voice_agent.agent.agent import Agent, AgentConfig, AnswerEngine, shop_grammar
+from voice_agent.agent.reply import (
+    AgentDegrade,
+    AgentReply,
+    DegradeKind,
+    EngineFigures,
+    ReplyKind,
+    ToolCallRecord,
+    ToolOutcome,
+)
+from voice_agent.agent.streaming import TextChannel
+
+__all__ = [
+    "Agent",
+    "AgentConfig",
+    "AgentDegrade",
+    "AgentReply",
+    "AnswerEngine",
+    "DegradeKind",
+    "EngineFigures",
+    "ReplyKind",
+    "TextChannel",
+    "ToolCallRecord",
+    "ToolOutcome",
+    "shop_grammar",
+]

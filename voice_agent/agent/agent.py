@@ -1,0 +1,324 @@
+"""The agent loop: one `Agent` per call holds the dialogue and answers each caller turn.
+
+    agent = Agent(engine, tok, ShopContext(db, datetime.now))
+    agent.greet()                                    # the fixed greeting, into the history
+    reply = await agent.respond("hi, do you have front lights?", deadline_s=t + 0.5)
+    ...speak reply.text; on barge-in: agent.cancel(); agent.commit_spoken(text_heard)
+
+`respond` appends the caller's turn, renders the prompt (prompts/FORMAT.md, truncated to
+the window), asks the engine for the next action under the tool grammar, and then:
+a `<say>` is the reply; a `<call>` runs its tool (`ToolRunner`: off the event loop, under
+its timeout, at most once per turn) and the result goes back to the model, at most
+`max_tool_steps` times per turn. The agent never guesses: an unparseable answer or one
+whose least confident token is under `min_confidence` gets the "say again" phrase. A
+hand-off tool (transfer, end call) ends the turn with the tool's own line and a reply
+kind the session acts on. A timed-out or crashed tool gets the "tool failed" phrase and
+the call goes on. Every such fallback is recorded in `AgentReply.degrades`.
+
+Barge-in: cancelling the task running `respond` (or `cancel()`) stops the engine request;
+a call decoded by that generation never starts; a tool already running finishes and is
+kept in the history, unspoken. The history holds what the caller actually heard:
+`commit_spoken` trims the last agent line to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from engine.constraints import CallGrammar
+from engine.generate import Generation, Request
+from engine.schedule import Effort, Schedule
+from engine.tokenizer import TextTokenizer
+from tools.bike_shop.db import ShopContext
+from tools.bike_shop.pack import TOOLS, ToolSpec, call_tool
+from tools.bike_shop.results import CallAction
+from tools.bike_shop.schemas import ARGUMENT_MODELS
+from voice_agent.agent.reply import (
+    AgentDegrade,
+    AgentReply,
+    DegradeKind,
+    EngineFigures,
+    ReplyKind,
+    ToolOutcome,
+)
+from voice_agent.agent.streaming import SayStreamer, TextHook
+from voice_agent.agent.tools import RunTool, ToolRun, ToolRunner
+from voice_agent.brain.format import (
+    ANSWER_TOKENS,
+    MAX_PROMPT_TOKENS,
+    AgentCall,
+    AgentSay,
+    AnswerError,
+    CallerTurn,
+    PromptTooLongError,
+    Turn,
+    parse_answer,
+    render_prompt,
+    render_turn,
+)
+from voice_agent.brain.phrases import Phrases, phrases
+from voice_agent.clock import Clock
+from voice_agent.latency import TurnTracker
+from voice_agent.turn_record import EffortLevel, Mark
+
+log = logging.getLogger(__name__)
+
+HANDOFF_KINDS = {CallAction.TRANSFER: ReplyKind.TRANSFER, CallAction.HANG_UP: ReplyKind.HANG_UP}
+_FAILURES = {
+    ToolOutcome.TIMEOUT: DegradeKind.TOOL_TIMEOUT,
+    ToolOutcome.FAILED: DegradeKind.TOOL_FAILED,
+}
+
+
+class AnswerEngine(Protocol):
+    """What the agent needs of `engine.batching.Engine`."""
+
+    def stream_result(self, request: Request) -> AsyncIterator[tuple[int, ...] | Generation]:
+        """Committed blocks of answer ids, then the `Generation`."""
+        ...
+
+
+@functools.cache
+def shop_grammar(tok: TextTokenizer) -> CallGrammar:
+    """The bike shop's call grammar for `tok`, built once per process and tokenizer."""
+    return CallGrammar(tok, ARGUMENT_MODELS)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    max_tool_steps: int = 3
+    """Tool calls per caller turn; a further call gets a fallback line instead."""
+    min_confidence: float = 0.5
+    """An answer whose least confident committed token is below this is not trusted:
+    the caller is asked to say it again (scripts/eval_brain.py measures the trade-off)."""
+    effort: Effort = Effort.LOW
+    threshold: float = 0.9
+    """The engine's commit threshold."""
+    max_steps_per_block: int = 16
+    max_new_tokens: int = ANSWER_TOKENS
+    max_prompt_tokens: int = MAX_PROMPT_TOKENS
+    tool_timeout_s: float | None = None
+    """None: each tool's own `ToolSpec.timeout_s`."""
+
+
+@dataclass(slots=True)
+class _Turn:
+    """The state of one `respond`."""
+
+    number: int
+    streamer: SayStreamer
+    figures: EngineFigures = field(default_factory=EngineFigures)
+    degrades: tuple[AgentDegrade, ...] = ()
+    last_run: ToolRun | None = None
+
+    def degrade(self, kind: DegradeKind, detail: str = "") -> None:
+        self.degrades += (AgentDegrade(kind, detail),)
+
+
+class Agent:
+    """One per call. Not thread-safe; one `respond` at a time."""
+
+    def __init__(
+        self,
+        engine: AnswerEngine,
+        tok: TextTokenizer,
+        ctx: ShopContext,
+        *,
+        config: AgentConfig | None = None,
+        tools: Mapping[str, ToolSpec[Any]] = TOOLS,
+        run_tool: RunTool = call_tool,
+        grammar: CallGrammar | None = None,
+        fixed: Phrases | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        """`tools`/`run_tool`: the pack (tests pass a slow or failing runner); `grammar`
+        defaults to `shop_grammar(tok)`; `fixed`: the fixed phrases (prompts/phrases.toml)."""
+        self.config = config or AgentConfig()
+        self._engine = engine
+        self._tok = tok
+        self._grammar = grammar or shop_grammar(tok)
+        self._models: dict[str, type[BaseModel]] = {n: s.args_model for n, s in tools.items()}
+        self.phrases = fixed or phrases()
+        self.tools = ToolRunner(ctx, self.phrases.tool_failed, tools=tools, run_tool=run_tool,
+                                timeout_s=self.config.tool_timeout_s, clock=clock)  # fmt: skip
+        self.turns: list[Turn] = []
+        """The dialogue so far, as the model reads it."""
+        self._turn = 0
+        self._task: asyncio.Task[Any] | None = None
+
+    def greet(self) -> str:
+        """The greeting phrase, put into the history; the session speaks it."""
+        self.turns.append(AgentSay(self.phrases.greeting))
+        return self.phrases.greeting
+
+    def cancel(self) -> bool:
+        """Cancel the `respond` in flight (barge-in); False when there is none."""
+        task = self._task
+        if task is None or task.done():
+            return False
+        self.tools.discard()
+        return task.cancel()
+
+    def commit_spoken(self, text_heard: str) -> None:
+        """Keep in the history only the agent speech the caller heard (from mark echoes):
+        the last agent line becomes `text_heard` ('' removes it). When the cancelled turn
+        had not produced its line yet, what was heard of its streamed speech is added."""
+        heard = text_heard.strip()
+        if self.turns and isinstance(self.turns[-1], AgentSay):
+            if heard:
+                self.turns[-1] = AgentSay(heard)
+            else:
+                self.turns.pop()
+        elif heard:
+            self.turns.append(AgentSay(heard))
+
+    async def respond(
+        self,
+        caller_text: str,
+        *,
+        deadline_s: float | None = None,
+        effort: Effort | None = None,
+        tracker: TurnTracker | None = None,
+        on_text: TextHook | None = None,
+    ) -> AgentReply:
+        """Answer one caller turn. `deadline_s` bounds every engine request of the turn,
+        on the engine's clock; with `tracker` each request's effort, step cap and deadline
+        come from `tracker.plan_engine` (the earlier deadline wins) and engine marks and
+        tool calls are timed on it. `on_text` receives the reply's text piece by piece
+        while it is decoded (then any rest), for streaming synthesis. Raises
+        CancelledError when cancelled; the caller's turn stays in the history."""
+        self._turn += 1
+        self._task = asyncio.current_task()
+        self.turns.append(CallerTurn(caller_text.strip()))
+        turn = _Turn(self._turn, SayStreamer(self._tok, on_text))
+        try:
+            for generation in range(self.config.max_tool_steps + 1):
+                turn.streamer.restart()
+                g = await self._generate(turn, deadline_s, effort, tracker)
+                try:
+                    answer = parse_answer(g.token_ids, self._tok, self._models)
+                except AnswerError as exc:
+                    turn.degrade(DegradeKind.UNPARSEABLE, str(exc))
+                    return self._finish(turn, ReplyKind.ASK_AGAIN, self.phrases.say_again)
+                if g.min_confidence < self.config.min_confidence:
+                    turn.degrade(DegradeKind.LOW_CONFIDENCE, f"{g.min_confidence:.3f}")
+                    return self._finish(turn, ReplyKind.ASK_AGAIN, self.phrases.say_again)
+                action = answer.action
+                if isinstance(action, AgentSay):
+                    return self._finish(turn, ReplyKind.SAY, action.text, answer.reasoning)
+                if generation == self.config.max_tool_steps:
+                    turn.degrade(DegradeKind.TOOL_STEP_CAP, f"not run: {action.json()}")
+                    break
+                reply = await self._call(turn, action, generation, tracker)
+                if reply is not None:
+                    return reply
+            last = turn.last_run
+            line = last.line if last is not None else self.phrases.tool_failed
+            return self._finish(turn, ReplyKind.FALLBACK, line)
+        finally:
+            self._task = None
+
+    async def _generate(
+        self,
+        turn: _Turn,
+        deadline_s: float | None,
+        effort: Effort | None,
+        tracker: TurnTracker | None,
+    ) -> Generation:
+        request = self._request(turn, deadline_s, effort, tracker)
+        if tracker is not None:
+            tracker.mark(Mark.ENGINE_START)
+        result: Generation | None = None
+        async for item in self._engine.stream_result(request):
+            if isinstance(item, Generation):
+                result = item
+                continue
+            if tracker is not None:
+                tracker.mark(Mark.ENGINE_FIRST_BLOCK)
+            turn.streamer.feed(item)
+        if tracker is not None:
+            tracker.mark(Mark.ENGINE_DONE)
+        if result is None:
+            raise RuntimeError("the engine ended a request without its result")
+        turn.figures = turn.figures.add(result)
+        return result
+
+    def _request(
+        self,
+        turn: _Turn,
+        deadline_s: float | None,
+        asked: Effort | None,
+        tracker: TurnTracker | None,
+    ) -> Request:
+        """The next engine request: the tracker's plan (when there is one) decides effort,
+        step cap and deadline; `asked` None means the admitted or configured effort."""
+        cfg = self.config
+        effort, steps = asked or cfg.effort, cfg.max_steps_per_block
+        if tracker is not None:
+            plan = tracker.plan_engine(EffortLevel(asked.value) if asked else None)
+            effort = Effort(plan.effort.value)
+            steps = min(steps, plan.max_steps_per_block or steps)
+            deadline_s = plan.deadline_s if deadline_s is None else min(deadline_s, plan.deadline_s)
+        prompt = tuple(self._tok.encode(self._prompt(turn, effort)))
+        schedule = Schedule(cfg.threshold, steps, cfg.max_new_tokens, effort)
+        return Request(prompt, schedule, deadline_s, self._grammar)
+
+    def _prompt(self, turn: _Turn, effort: Effort) -> str:
+        """The prompt; a caller turn too long for the window keeps only its end."""
+        budget = self.config.max_prompt_tokens
+        try:
+            return render_prompt(self.turns, effort, self._tok, budget)
+        except PromptTooLongError:
+            pass
+        last = max(i for i, t in enumerate(self.turns) if isinstance(t, CallerTurn))
+        words = render_turn(self.turns[last]).split()[1:]  # without the <caller> token
+        while len(words) > 1:
+            words = words[max(1, len(words) // 4) :]
+            self.turns[last] = CallerTurn(" ".join(words))
+            try:
+                text = render_prompt(self.turns, effort, self._tok, budget)
+            except PromptTooLongError:
+                continue
+            turn.degrade(DegradeKind.CALLER_TEXT_CUT, f"kept {len(words)} words")
+            return text
+        raise PromptTooLongError(f"even one word of the caller's turn overflows {budget} tokens")
+
+    async def _call(
+        self, turn: _Turn, call: AgentCall, generation: int, tracker: TurnTracker | None
+    ) -> AgentReply | None:
+        """Run the call; a reply when it ends the turn, None to ask the model again."""
+
+        def into_history(run: ToolRun) -> None:
+            self.turns += [call, run.result]
+
+        run = await self.tools.run(call, turn.number, generation, into_history, tracker)
+        turn.last_run = run
+        outcome = run.record.outcome
+        if outcome is ToolOutcome.DUPLICATE:
+            turn.degrade(DegradeKind.DUPLICATE_CALL, call.json())
+            return self._finish(turn, ReplyKind.FALLBACK, run.line)
+        if outcome in _FAILURES:
+            turn.degrade(_FAILURES[outcome], run.record.error)
+            return self._finish(turn, ReplyKind.FALLBACK, run.line)
+        if run.handoff is not None:
+            return self._finish(turn, HANDOFF_KINDS[run.handoff], run.line)
+        return None
+
+    def _finish(
+        self, turn: _Turn, kind: ReplyKind, line: str, reasoning: str | None = None
+    ) -> AgentReply:
+        text, whole = turn.streamer.finish(line)
+        if not whole:
+            turn.degrade(DegradeKind.STREAM_MISMATCH, f"{kind.value} {line!r} after streaming")
+            kind = ReplyKind.SAY
+        if text:
+            self.turns.append(AgentSay(text))
+        calls = tuple(r for r in self.tools.records if r.turn == turn.number)
+        return AgentReply(text, kind, turn.number, calls, turn.figures, turn.degrades, reasoning)

@@ -1,0 +1,128 @@
+"""What one agent turn produced: the line to speak, what the session must do, and why.
+
+`AgentReply` is the agent's answer to one caller turn. `kind` tells the session what to
+do after speaking `text` (hand the call over, hang up, or just wait for the caller);
+`tool_calls` and `engine` say what the turn cost; `degrades` say where the agent gave up
+on the model's own answer and why (a fixed phrase instead of a guess).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from engine.generate import Generation
+
+
+class ReplyKind(Enum):
+    SAY = "say"
+    """The model's own speech."""
+    ASK_AGAIN = "ask_again"
+    """The fixed "say again" phrase: the answer was unparseable or the model unsure."""
+    TRANSFER = "transfer"
+    """Speak `text`, then transfer the call to a person."""
+    HANG_UP = "hang_up"
+    """Speak `text`, then end the call."""
+    FALLBACK = "fallback"
+    """A fixed or tool-written line instead of the model's speech: a tool failed or timed
+    out, the tool-step cap was reached, or the model repeated a call."""
+
+
+class ToolOutcome(Enum):
+    OK = "ok"
+    REFUSED = "refused"
+    """The tool raised `ToolError` (no such order, slot taken, ...): fed back to the model."""
+    TIMEOUT = "timeout"
+    """Not done within its timeout; it may still finish in its thread (tools are
+    idempotent in SQLite, so a later retry cannot double-book)."""
+    FAILED = "failed"
+    """An unexpected exception (a bug or a broken database), logged."""
+    NOT_RUN_CANCELLED = "not_run_cancelled"
+    """The turn was cancelled (barge-in) before the tool started: it never ran."""
+    RAN_CANCELLED = "ran_cancelled"
+    """The turn was cancelled while the tool ran: it finished, its result was kept in
+    the history but not spoken."""
+    DUPLICATE = "duplicate"
+    """The same call (tool and arguments) already ran this turn: not run again."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    turn: int
+    """The agent's turn counter (one per `respond`)."""
+    generation: int
+    """Which engine request of the turn asked for the call (0-based)."""
+    tool: str
+    arguments: dict[str, object]
+    outcome: ToolOutcome
+    duration_ms: float
+    """From submitting the call to its outcome (0 when it did not run)."""
+    error: str = ""
+    """The refusal kind, or the exception's type and message."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineFigures:
+    """The turn's engine requests together."""
+
+    requests: int = 0
+    forwards: int = 0
+    decided_tokens: int = 0
+    latency_ms: float = 0.0
+    """Sum of the requests' latencies (submit to result)."""
+    deadline_forced: bool = False
+    """Any request had to commit early to meet its deadline."""
+    min_confidence: float = 1.0
+
+    @property
+    def tokens_per_forward(self) -> float:
+        """Model-decided tokens per forward (scaffold tokens excluded)."""
+        return self.decided_tokens / max(1, self.forwards)
+
+    def add(self, g: Generation) -> EngineFigures:
+        return EngineFigures(
+            self.requests + 1,
+            self.forwards + g.forwards,
+            self.decided_tokens + g.decided_tokens,
+            self.latency_ms + g.latency_s * 1000.0,
+            self.deadline_forced or g.deadline_forced,
+            min(self.min_confidence, g.min_confidence),
+        )
+
+
+class DegradeKind(Enum):
+    UNPARSEABLE = "unparseable"
+    LOW_CONFIDENCE = "low_confidence"
+    TOOL_TIMEOUT = "tool_timeout"
+    TOOL_FAILED = "tool_failed"
+    TOOL_STEP_CAP = "tool_step_cap"
+    DUPLICATE_CALL = "duplicate_call"
+    CALLER_TEXT_CUT = "caller_text_cut"
+    """The caller's turn alone overflowed the prompt; only its end was kept."""
+    STREAM_MISMATCH = "stream_mismatch"
+    """Speech had been streamed before the answer turned out unusable; the streamed part
+    stands as the reply (it may already be playing)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentDegrade:
+    kind: DegradeKind
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentReply:
+    text: str
+    """What to speak, in full (what the `on_text` hook received, concatenated)."""
+    kind: ReplyKind
+    turn: int
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    engine: EngineFigures = EngineFigures()
+    degrades: tuple[AgentDegrade, ...] = ()
+    reasoning: str | None = None
+    """The model's `<think>` text of the final answer (never spoken)."""
+
+    @property
+    def ends_call(self) -> bool:
+        """The session hands the call over or hangs up after speaking `text`."""
+        return self.kind in (ReplyKind.TRANSFER, ReplyKind.HANG_UP)

@@ -106,9 +106,7 @@ class Engine:
             if isinstance(item, tuple):
                 yield item
 
-    async def stream_result(
-        self, request: Request
-    ) -> AsyncIterator[tuple[int, ...] | Generation]:
+    async def stream_result(self, request: Request) -> AsyncIterator[tuple[int, ...] | Generation]:
         """Each committed block of answer tokens, as `stream` yields them, then the
         `Generation` with the request's figures (forwards, confidence, deadline). The
         agent streams speech from the blocks and judges the answer by the figures."""

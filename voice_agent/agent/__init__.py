@@ -1,6 +1,7 @@
 """The agent loop: dialogue state, prompts, engine answers, tool calls (see agent.py)."""
 
-from voice_agent.agent.agent import Agent, AgentConfig, AnswerEngine, shop_grammar
+from voice_agent.agent.agent import Agent, AgentConfig, AnswerEngine
+from voice_agent.agent.prompt import fit_prompt, shop_grammar
 from voice_agent.agent.reply import (
     AgentDegrade,
     AgentReply,
@@ -24,5 +25,6 @@ __all__ = [
     "TextChannel",
     "ToolCallRecord",
     "ToolOutcome",
+    "fit_prompt",
     "shop_grammar",
 ]

@@ -24,8 +24,6 @@ kept in the history, unspoken. The history holds what the caller actually heard:
 from __future__ import annotations
 
 import asyncio
-import functools
-import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -39,7 +37,7 @@ from engine.tokenizer import TextTokenizer
 from tools.bike_shop.db import ShopContext
 from tools.bike_shop.pack import TOOLS, ToolSpec, call_tool
 from tools.bike_shop.results import CallAction
-from tools.bike_shop.schemas import ARGUMENT_MODELS
+from voice_agent.agent.prompt import fit_prompt, shop_grammar
 from voice_agent.agent.reply import (
     AgentDegrade,
     AgentReply,
@@ -57,18 +55,13 @@ from voice_agent.brain.format import (
     AgentSay,
     AnswerError,
     CallerTurn,
-    PromptTooLongError,
     Turn,
     parse_answer,
-    render_prompt,
-    render_turn,
 )
 from voice_agent.brain.phrases import Phrases, phrases
 from voice_agent.clock import Clock
 from voice_agent.latency import TurnTracker
 from voice_agent.turn_record import EffortLevel, Mark
-
-log = logging.getLogger(__name__)
 
 HANDOFF_KINDS = {CallAction.TRANSFER: ReplyKind.TRANSFER, CallAction.HANG_UP: ReplyKind.HANG_UP}
 _FAILURES = {
@@ -83,12 +76,6 @@ class AnswerEngine(Protocol):
     def stream_result(self, request: Request) -> AsyncIterator[tuple[int, ...] | Generation]:
         """Committed blocks of answer ids, then the `Generation`."""
         ...
-
-
-@functools.cache
-def shop_grammar(tok: TextTokenizer) -> CallGrammar:
-    """The bike shop's call grammar for `tok`, built once per process and tokenizer."""
-    return CallGrammar(tok, ARGUMENT_MODELS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,11 +176,11 @@ class Agent:
         on_text: TextHook | None = None,
     ) -> AgentReply:
         """Answer one caller turn. `deadline_s` bounds every engine request of the turn,
-        on the engine's clock; with `tracker` each request's effort, step cap and deadline
-        come from `tracker.plan_engine` (the earlier deadline wins) and engine marks and
-        tool calls are timed on it. `on_text` receives the reply's text piece by piece
-        while it is decoded (then any rest), for streaming synthesis. Raises
-        CancelledError when cancelled; the caller's turn stays in the history."""
+        on the engine's clock. With `tracker` (on the same clock), each request's effort,
+        step cap and deadline come from `tracker.plan_engine` (the earlier deadline wins),
+        and engine marks and tool calls are timed on it. `on_text` receives the reply's
+        text piece by piece while it is decoded (then any rest), for streaming synthesis.
+        Raises CancelledError when cancelled; the caller's turn stays in the history."""
         self._turn += 1
         self._task = asyncio.current_task()
         self.turns.append(CallerTurn(caller_text.strip()))
@@ -266,29 +253,12 @@ class Agent:
             effort = Effort(plan.effort.value)
             steps = min(steps, plan.max_steps_per_block or steps)
             deadline_s = plan.deadline_s if deadline_s is None else min(deadline_s, plan.deadline_s)
-        prompt = tuple(self._tok.encode(self._prompt(turn, effort)))
+        text, kept_words = fit_prompt(self.turns, effort, self._tok, cfg.max_prompt_tokens)
+        if kept_words is not None:
+            turn.degrade(DegradeKind.CALLER_TEXT_CUT, f"kept its last {kept_words} words")
+        prompt = tuple(self._tok.encode(text))
         schedule = Schedule(cfg.threshold, steps, cfg.max_new_tokens, effort)
         return Request(prompt, schedule, deadline_s, self._grammar)
-
-    def _prompt(self, turn: _Turn, effort: Effort) -> str:
-        """The prompt; a caller turn too long for the window keeps only its end."""
-        budget = self.config.max_prompt_tokens
-        try:
-            return render_prompt(self.turns, effort, self._tok, budget)
-        except PromptTooLongError:
-            pass
-        last = max(i for i, t in enumerate(self.turns) if isinstance(t, CallerTurn))
-        words = render_turn(self.turns[last]).split()[1:]  # without the <caller> token
-        while len(words) > 1:
-            words = words[max(1, len(words) // 4) :]
-            self.turns[last] = CallerTurn(" ".join(words))
-            try:
-                text = render_prompt(self.turns, effort, self._tok, budget)
-            except PromptTooLongError:
-                continue
-            turn.degrade(DegradeKind.CALLER_TEXT_CUT, f"kept {len(words)} words")
-            return text
-        raise PromptTooLongError(f"even one word of the caller's turn overflows {budget} tokens")
 
     async def _call(
         self, turn: _Turn, call: AgentCall, generation: int, tracker: TurnTracker | None

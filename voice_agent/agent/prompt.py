@@ -1,0 +1,46 @@
+"""The engine-facing side of the agent: the call grammar and prompts that fit the window."""
+
+from __future__ import annotations
+
+import functools
+
+from engine.constraints import CallGrammar
+from engine.schedule import Effort
+from engine.tokenizer import TextTokenizer
+from tools.bike_shop.schemas import ARGUMENT_MODELS
+from voice_agent.brain.format import CallerTurn, PromptTooLongError, Turn, render_prompt
+
+CUT_SHARE = 4
+"""A caller turn too long for the window loses a quarter of its words per try."""
+
+
+@functools.cache
+def shop_grammar(tok: TextTokenizer) -> CallGrammar:
+    """The bike shop's call grammar for `tok`, built once per process and tokenizer."""
+    return CallGrammar(tok, ARGUMENT_MODELS)
+
+
+def fit_prompt(
+    turns: list[Turn], effort: Effort, tok: TextTokenizer, max_prompt_tokens: int
+) -> tuple[str, int | None]:
+    """The prompt for `turns` (prompts/FORMAT.md: older turns are dropped to fit). When
+    the last caller turn alone overflows, its first words are dropped until it fits and
+    the shortened turn replaces it in `turns`; the second value is then the number of
+    words kept (None when nothing was cut). Raises PromptTooLongError when not even its
+    last word fits."""
+    try:
+        return render_prompt(turns, effort, tok, max_prompt_tokens), None
+    except PromptTooLongError:
+        pass
+    last = max(i for i, t in enumerate(turns) if isinstance(t, CallerTurn))
+    caller = turns[last]
+    assert isinstance(caller, CallerTurn)
+    words = caller.text.split()
+    while len(words) > 1:
+        words = words[max(1, len(words) // CUT_SHARE) :]
+        turns[last] = CallerTurn(" ".join(words))
+        try:
+            return render_prompt(turns, effort, tok, max_prompt_tokens), len(words)
+        except PromptTooLongError:
+            continue
+    raise PromptTooLongError(f"the caller's last word alone overflows {max_prompt_tokens} tokens")

@@ -405,3 +405,19 @@ def test_deadline_is_handed_to_every_engine_request(tok: TextTokenizer, shop: Sh
     agent = Agent(engine, tok, shop)
     run(agent.respond("open today?", deadline_s=123.0))
     assert [r.deadline_s for r in engine.requests] == [123.0, 123.0]
+
+
+def test_speech_streamed_before_the_answer_breaks_stands_as_the_reply(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    broken = tok.encode("<say> Let me see. I can do that for you today") + call(tok, "end_call")
+    agent = Agent(ScriptedEngine(tok, broken), tok, shop)
+    pieces: list[str] = []
+    reply = run(agent.respond("can you fix a flat", on_text=pieces.append))
+    assert reply.text == "".join(pieces) == "Let me see. I can do that for you today"
+    assert reply.kind is ReplyKind.SAY  # already playing: no "say again" on top of it
+    assert [d.kind for d in reply.degrades] == [
+        DegradeKind.UNPARSEABLE,
+        DegradeKind.STREAM_MISMATCH,
+    ]
+    assert agent.turns[-1] == AgentSay(reply.text)

@@ -72,7 +72,7 @@ class ScriptedEngine:
         self.tok = tok
         self.script = list(script)
         self.requests: list[Request] = []
-        self.after_answer: Callable[[], None] | None = None
+        self.after_answer: Callable[[], object] | None = None
         self.hold: asyncio.Event | None = None
 
     def prompt(self, i: int) -> str:

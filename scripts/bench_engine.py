@@ -4,7 +4,9 @@
 
 Decoders: `engine` (block diffusion, exact KV cache, confidence threshold, constrained
 tool calls, step-level batching), `engine_one_token_per_step` (the same loop committing
-one token per forward: the accuracy reference for parallel commits), `plain_diffusion`
+one token per forward: the accuracy reference for parallel commits),
+`engine_unconstrained` (the engine decoding calls freely, like the baselines: what the
+constraints add to accuracy), `plain_diffusion`
 (LLaDA's reference sampler: fixed steps, full forward, no cache) and `autoregressive`
 (the AR twin, KV cache, one token per forward). The diffusion checkpoint and the AR twin
 are the same size and were trained on the same data (see their model cards).
@@ -87,10 +89,10 @@ class Bench:
             for i, g in enumerate(gens)
         ]
 
-    def request(self, prompt: list[int], threshold: float) -> Request:
+    def request(self, prompt: list[int], threshold: float, constrained: bool = True) -> Request:
         effort = self.efforts[tuple(prompt)]  # as the prompt's effort token asks
         schedule = Schedule(threshold=threshold, max_new_tokens=MAX_NEW_TOKENS, effort=effort)
-        return Request(tuple(prompt), schedule, grammar=self.grammar)
+        return Request(tuple(prompt), schedule, grammar=self.grammar if constrained else None)
 
     def one_by_one(self, decode: Callable[[list[int]], Generation]) -> dict[str, Any]:
         decode(self.prompts[0])  # warm-up
@@ -98,10 +100,12 @@ class Bench:
         gens = [decode(p) for p in self.prompts]
         return summarize(gens, time.perf_counter() - t0, self.correct(gens))
 
-    def engine(self, threshold: float) -> dict[str, Any]:
+    def engine(self, threshold: float, constrained: bool = True) -> dict[str, Any]:
         model, ids = self.dlm.model, self.tok.ids
         return self.one_by_one(
-            lambda p: generate(model, ids, self.request(p, threshold), time.perf_counter)
+            lambda p: generate(
+                model, ids, self.request(p, threshold, constrained), time.perf_counter
+            )
         )
 
     def plain(self, steps_per_block: int) -> dict[str, Any]:
@@ -193,6 +197,7 @@ def main() -> None:
     decoders: dict[str, dict[str, Any]] = {
         "engine": bench.engine(args.threshold),
         "engine_one_token_per_step": bench.engine(1.0),
+        "engine_unconstrained": bench.engine(args.threshold, constrained=False),
         "plain_diffusion": bench.plain(steps_per_block),
         "autoregressive": bench.autoregressive(),
     }

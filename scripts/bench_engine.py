@@ -56,17 +56,38 @@ def percentiles(values_s: list[float]) -> dict[str, float]:
     return {"p50": round(statistics.median(ms), 2), "p95": round(p95, 2)}
 
 
-def summarize(gens: list[Generation], wall_s: float, correct: list[bool]) -> dict[str, Any]:
+def per_forward(gens: list[Generation]) -> dict[str, float]:
+    """Tokens per forward two ways: decided by the model (scaffold excluded) and emitted."""
+    forwards = sum(g.forwards for g in gens) or 1
+    return {
+        "tokens_per_forward": round(sum(g.decided_tokens for g in gens) / forwards, 2),
+        "emitted_tokens_per_forward": round(sum(len(g.token_ids) for g in gens) / forwards, 2),
+    }
+
+
+def summarize(
+    gens: list[Generation], wall_s: float, correct: list[bool], calls: list[bool] | None = None
+) -> dict[str, Any]:
+    """Figures for one decoder; `calls` marks the answers whose gold action is a tool call
+    (their figures are also reported on their own)."""
     tokens = sum(len(g.token_ids) for g in gens)
     forwards = [g.forwards for g in gens]
-    return {
+    out: dict[str, Any] = {
         "tokens_per_s": round(tokens / wall_s, 1),
-        "tokens_per_forward": round(sum(g.decided_tokens for g in gens) / sum(forwards), 2),
+        **per_forward(gens),
         "forwards_per_answer": statistics.median(forwards),
         "latency_ms": percentiles([g.latency_s for g in gens]),
         "accuracy": round(sum(correct) / len(correct), 4),
         "answers": len(gens),
     }
+    if calls is not None and any(calls):
+        picked = [i for i, c in enumerate(calls) if c]
+        out["tool_call_answers"] = {
+            **per_forward([gens[i] for i in picked]),
+            "accuracy": round(sum(correct[i] for i in picked) / len(picked), 4),
+            "answers": len(picked),
+        }
+    return out
 
 
 class Bench:
@@ -98,7 +119,8 @@ class Bench:
         decode(self.prompts[0])  # warm-up
         t0 = time.perf_counter()
         gens = [decode(p) for p in self.prompts]
-        return summarize(gens, time.perf_counter() - t0, self.correct(gens))
+        calls = [ex.call is not None for ex in self.examples]
+        return summarize(gens, time.perf_counter() - t0, self.correct(gens), calls)
 
     def engine(self, threshold: float, constrained: bool = True) -> dict[str, Any]:
         model, ids = self.dlm.model, self.tok.ids

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 from websockets.exceptions import InvalidHandshake, InvalidURI
 
 from voice_agent.config import ConfigError, Settings, load_settings
+from voice_agent.transports.call import SessionFactory
 from voice_agent.transports.server import PCM_PATH, TWILIO_PATH
 
 EXIT_USAGE = 2
@@ -38,6 +40,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--host")
     s.add_argument("--port", type=int)
     s.add_argument("--max-calls", type=int)
+    s.add_argument("--records", type=Path, help="append one JSON line per turn to this file")
+    s.add_argument("--shop-db", type=Path, help="the bike shop's SQLite file")
+    s.add_argument(
+        "--echo", action="store_true", help="answer with the echo stand-in (no models loaded)"
+    )
 
     c = sub.add_parser("call", help="simulate a Twilio call against a server")
     c.add_argument("url", help="ws://HOST:PORT/twilio")
@@ -58,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="the end-to-end demo call on loopback")
     d.add_argument("--out-dir", type=Path, default=Path("out"))
+    d.add_argument(
+        "--echo", action="store_true", help="answer with the echo stand-in (no models loaded)"
+    )
     return p
 
 
@@ -77,12 +87,13 @@ def main(argv: list[str] | None = None) -> int:
                 "port": args.port,
                 "max_calls": args.max_calls,
             }
+            overrides["pipeline"] = {"records": args.records, "shop_db": args.shop_db}
         settings = load_settings(args.config, **overrides)
         if args.command == "serve":
-            return asyncio.run(_serve(settings))
+            return asyncio.run(_serve(settings, echo=args.echo))
         if args.command == "call":
             return asyncio.run(_call(args))
-        return asyncio.run(_demo(settings, args.out_dir))
+        return asyncio.run(_demo(settings, args.out_dir, echo=args.echo))
     except ConfigError as exc:
         print(f"voice-agent: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -104,31 +115,48 @@ def _twiml(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(settings: Settings) -> int:
+async def _serve(settings: Settings, *, echo: bool = False) -> int:
     from voice_agent.echo import EchoSession
+    from voice_agent.pipeline import Pipeline
     from voice_agent.transports.server import VoiceServer
 
-    server = VoiceServer(settings, EchoSession)
-    try:
-        await server.start()
-    except OSError as exc:
-        cfg = settings.server
-        print(f"voice-agent serve: cannot listen on {cfg.host}:{cfg.port}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    base = f"ws://{settings.server.host}:{server.port}"
-    print(
-        f"voice-agent: serving {base}{TWILIO_PATH} (Twilio Media Streams) and {base}{PCM_PATH} "
-        "(raw PCM16)\n"
-        "voice-agent: the speech pipeline is not built yet; calls get the echo stand-in "
-        "(it repeats each caller turn). Ctrl-C stops.",
-        flush=True,
-    )
-    try:
-        await server.serve_forever()
-    except asyncio.CancelledError:
-        pass
-    finally:
-        await server.close()
+    async with contextlib.AsyncExitStack() as stack:
+        if echo:
+            factory: SessionFactory = EchoSession
+            answer = "calls get the echo stand-in (it repeats each caller turn)"
+        else:
+            print("voice-agent: loading the models...", flush=True)
+            try:
+                pipeline = await stack.enter_async_context(Pipeline(settings))
+            except (OSError, ValueError, RuntimeError) as exc:
+                print(f"voice-agent serve: cannot start the pipeline: {exc}", file=sys.stderr)
+                return EXIT_FAILED
+            factory = pipeline.new_session
+            records = settings.pipeline.records
+            answer = f"calls get the agent (brain {pipeline.checkpoint_path.name}"
+            answer += f", turn records to {records})" if records else ")"
+        server = VoiceServer(settings, factory)
+        try:
+            await server.start()
+        except OSError as exc:
+            cfg = settings.server
+            print(
+                f"voice-agent serve: cannot listen on {cfg.host}:{cfg.port}: {exc}",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+        base = f"ws://{settings.server.host}:{server.port}"
+        print(
+            f"voice-agent: serving {base}{TWILIO_PATH} (Twilio Media Streams) and "
+            f"{base}{PCM_PATH} (raw PCM16)\nvoice-agent: {answer}. Ctrl-C stops.",
+            flush=True,
+        )
+        try:
+            await server.serve_forever()
+        except asyncio.CancelledError:
+            pass
+        finally:
+            await server.close()
     return 0
 
 
@@ -158,18 +186,30 @@ async def _call(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _demo(settings: Settings, out_dir: Path) -> int:
-    from voice_agent.demo import run_demo
+async def _demo(settings: Settings, out_dir: Path, *, echo: bool = False) -> int:
+    from voice_agent.demo import conversation_lines, latency_table, run_demo
 
     try:
-        summary = await run_demo(settings, out_dir)
-    except RuntimeError as exc:
+        result = await run_demo(settings, out_dir, echo=echo)
+    except (OSError, ValueError, RuntimeError) as exc:
         print(f"voice-agent demo: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    print(json.dumps(summary.to_json(), indent=2))
+    if echo:
+        print(json.dumps(result.summary.to_json(), indent=2))
+    else:
+        print("\n".join(["conversation:", *conversation_lines(result), ""]))
+        print("latency per turn (ms; heard_ms: end of caller speech to first reply heard):")
+        print("\n".join([*latency_table(result), ""]))
+        summary = result.summary
+        print(
+            f"call: {summary.turns} caller turns, {summary.frames_received} reply frames, "
+            f"{summary.clears_received} clears, closed {summary.close_code} "
+            f"({summary.close_reason or 'by the caller'})"
+        )
+    answered = "echo stand-in" if echo else f"turn records in {result.records_path}"
     print(
         f"voice-agent demo: caller audio in {out_dir / 'demo-caller.wav'}, what the caller "
-        f"heard in {out_dir / 'demo-reply.wav'} (echo stand-in until the pipeline lands)",
+        f"heard in {out_dir / 'demo-reply.wav'} ({answered})",
         file=sys.stderr,
     )
     return 0

@@ -129,6 +129,22 @@ class HearingSettings(_Section):
         return self
 
 
+class PipelineSettings(_Section):
+    """The call session (`voice_agent.pipeline`): where it keeps state and how it trusts
+    the model. The brain checkpoint is `[models] llm`."""
+
+    records: Path | None = Field(
+        None, description="append one JSON line per turn (TurnRecord) to this file"
+    )
+    shop_db: Path = Field(
+        Path("out/bike-shop.sqlite"), description="the bike shop's SQLite file (created)"
+    )
+    min_confidence: float = Field(
+        0.5, ge=0, le=1, description="answers less sure than this get the repeat request"
+    )
+    engine_max_batch: int = Field(8, ge=1, description="engine requests decoded together")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -142,6 +158,7 @@ class Settings(BaseSettings):
     budgets: BudgetSettings = BudgetSettings()
     models: ModelSettings = ModelSettings()
     hearing: HearingSettings = HearingSettings()
+    pipeline: PipelineSettings = PipelineSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -1,7 +1,10 @@
-"""The end-to-end demo call: a server on loopback, a simulated caller, a reply WAV.
+"""The end-to-end demo call: a server on loopback, a scripted caller, a reply WAV.
 
-Until the speech pipeline lands, the server answers with the echo stand-in session, so
-the demo exercises the full phone bridge (codec, pacing, marks, barge-in) for real.
+The server answers with the real pipeline (Whisper, the diffusion-LLM agent with the
+bike-shop tools on a fresh SQLite file, streaming TTS); `echo=True` answers with the
+echo stand-in instead, which needs no models. The caller's lines are spoken by espeak-ng
+with pauses long enough for the agent's replies, and streamed through the Twilio
+protocol by the call simulator.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -16,19 +20,49 @@ import numpy as np
 from voice_agent.config import Settings
 from voice_agent.echo import EchoSession
 from voice_agent.events import Pcm16
+from voice_agent.pipeline import Pipeline, PipelineSession, TurnSummary
 from voice_agent.simulator import CallSummary, simulate_call
+from voice_agent.transports.call import CallSession, SessionFactory
 from voice_agent.transports.server import TWILIO_PATH, VoiceServer
+from voice_agent.turn_record import Stage
 from voice_agent.wav import read_wav, write_wav
 
-DEMO_LINES = ("Hi, I'd like to book a tune-up for tomorrow.", "My order number is 4 7 1 1.")
-GAP_S = 3.5
+DEMO_LINES = (
+    "Hi, I'd like to book a tune-up for tomorrow at 10 am. My name is Anna.",
+    "Yes please.",
+    "Thanks, bye.",
+)
+FIRST_GAP_S = 6.0
+"""Silence before the first line: the greeting plays meanwhile."""
+GAP_S = 8.0
+"""Silence after each line: room for the agent's reply before the caller goes on."""
+TAIL_S = 0.2
+REPLY_RATE_HZ = 8000
+TABLE_STAGES = (
+    Stage.END_OF_TURN,
+    Stage.ASR_FINAL,
+    Stage.ENGINE,
+    Stage.TOOL,
+    Stage.TTS_FIRST_AUDIO,
+    Stage.SEND,
+    Stage.TURN,
+)
 
 
-def caller_audio(lines: tuple[str, ...] = DEMO_LINES) -> tuple[Pcm16, int]:
-    """Caller lines spoken by espeak-ng with pauses between them.
+@dataclass(slots=True)
+class DemoResult:
+    summary: CallSummary
+    greeting: str = ""
+    turns: list[TurnSummary] = field(default_factory=list)
+    records_path: Path | None = None
 
-    Raises RuntimeError naming the package when espeak-ng is not installed.
-    """
+
+def caller_audio(
+    lines: tuple[str, ...] = DEMO_LINES, first_gap_s: float = FIRST_GAP_S, gap_s: float = GAP_S
+) -> tuple[Pcm16, int]:
+    """Caller lines spoken by espeak-ng, `first_gap_s` of silence before the first and
+    `gap_s` after each later one. Raises RuntimeError naming the package when espeak-ng
+    is not installed."""
     espeak = shutil.which("espeak-ng")
     if espeak is None:
         raise RuntimeError("espeak-ng not found: install the Debian package espeak-ng")
@@ -39,23 +73,89 @@ def caller_audio(lines: tuple[str, ...] = DEMO_LINES) -> tuple[Pcm16, int]:
             path = Path(tmp) / f"line{i}.wav"
             subprocess.run([espeak, "-w", str(path), line], check=True, capture_output=True)
             samples, rate = read_wav(path)
-            parts += [np.zeros(int(rate * GAP_S), np.int16), samples]
-    parts.append(np.zeros(int(rate * 0.2), np.int16))
+            parts += [np.zeros(int(rate * (gap_s if i else first_gap_s)), np.int16), samples]
+    parts.append(np.zeros(int(rate * TAIL_S), np.int16))
     return np.concatenate(parts), rate
 
 
-async def run_demo(settings: Settings, out_dir: Path) -> CallSummary:
-    """Serve on an ephemeral loopback port, place one call, write the WAVs."""
+async def run_demo(settings: Settings, out_dir: Path, *, echo: bool = False) -> DemoResult:
+    """Serve on an ephemeral loopback port, place one scripted call, write the WAVs (and,
+    with the pipeline, the turn records and the shop file) into `out_dir`."""
+    records, shop = _fresh_outputs(out_dir)
     local = settings.model_copy(
-        update={"server": settings.server.model_copy(update={"host": "127.0.0.1", "port": 0})}
+        update={
+            "server": settings.server.model_copy(update={"host": "127.0.0.1", "port": 0}),
+            "pipeline": settings.pipeline.model_copy(update={"records": records, "shop_db": shop}),
+        }
     )
-    caller, rate = caller_audio()
-    async with VoiceServer(local, EchoSession) as server:
+    if echo:
+        caller, rate = caller_audio(first_gap_s=3.5, gap_s=3.5)
+        summary, reply = await _call(local, EchoSession, caller, rate)
+        result = DemoResult(summary)
+    else:
+        caller, rate = caller_audio()
+        sessions: list[PipelineSession] = []
+        async with Pipeline(local) as pipeline:
+
+            def factory() -> CallSession:
+                sessions.append(pipeline.new_session())
+                return sessions[-1]
+
+            summary, reply = await _call(local, factory, caller, rate)
+        result = DemoResult(summary, records_path=records)
+        if sessions:
+            result.greeting, result.turns = sessions[0].greeting, sessions[0].turns
+    write_wav(out_dir / "demo-caller.wav", caller, rate)
+    write_wav(out_dir / "demo-reply.wav", reply, REPLY_RATE_HZ)
+    return result
+
+
+def _fresh_outputs(out_dir: Path) -> tuple[Path, Path]:
+    """The records file and the shop file of a new demo run (a fresh shop each time)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    records, shop = out_dir / "demo-turns.jsonl", out_dir / "demo-shop.sqlite"
+    for stale in (records, shop):
+        stale.unlink(missing_ok=True)
+    return records, shop
+
+
+async def _call(
+    settings: Settings, factory: SessionFactory, caller: Pcm16, rate: int
+) -> tuple[CallSummary, Pcm16]:
+    async with VoiceServer(settings, factory) as server:
         url = f"ws://127.0.0.1:{server.port}{TWILIO_PATH}"
         token = settings.auth.twilio_stream_token
-        summary, reply = await simulate_call(
+        return await simulate_call(
             url, caller, rate, token=token.get_secret_value() if token else None
         )
-    write_wav(out_dir / "demo-caller.wav", caller, rate)
-    write_wav(out_dir / "demo-reply.wav", reply, 8000)
-    return summary
+
+
+def conversation_lines(result: DemoResult) -> list[str]:
+    """The call as text: caller lines as transcribed, agent lines, tool calls."""
+    lines = [f"agent:  {result.greeting}"] if result.greeting else []
+    for turn in result.turns:
+        lines.append(f"caller: {turn.caller_text}")
+        for call in turn.tool_calls:
+            args = ", ".join(f"{k}={v!r}" for k, v in call.arguments.items())
+            lines.append(f"  tool: {call.tool}({args}) -> {call.outcome.value}")
+        note = " [interrupted]" if turn.interrupted else " [failed]" if turn.failed else ""
+        kind = f" ({turn.reply.kind.value})" if turn.reply else ""
+        lines.append(f"agent:  {turn.agent_text}{kind}{note}")
+    return lines
+
+
+def latency_table(result: DemoResult) -> list[str]:
+    """Per turn: each stage's duration (ms) from the turn record, and what the simulated
+    caller measured (end of their speech to the first reply audio they heard)."""
+    heads = ["turn", *(s.value for s in TABLE_STAGES), "heard_ms"]
+    rows = [heads]
+    for i, turn in enumerate(result.turns):
+        heard = result.summary.first_reply_ms
+        cells = [str(turn.number)]
+        for stage in TABLE_STAGES:
+            ms = turn.record.duration_ms(stage)
+            cells.append("-" if ms is None else f"{ms:.0f}")
+        cells.append(str(heard[i]) if i < len(heard) and heard[i] is not None else "-")
+        rows.append(cells)
+    widths = [max(len(row[c]) for row in rows) for c in range(len(heads))]
+    return ["  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]

@@ -40,7 +40,7 @@ def test_serve_then_call_prints_the_summary(tmp_path: Path) -> None:
         wav, np.concatenate([silence(0.3, 16000), voiced(0.8, 16000), silence(0.2, 16000)]), 16000
     )
     server = subprocess.Popen(
-        [*CLI, "serve", "--host", "127.0.0.1", "--port", str(port)],
+        [*CLI, "serve", "--echo", "--host", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

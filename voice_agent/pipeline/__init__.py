@@ -1,0 +1,14 @@
+"""The call pipeline: process-wide resources (`Pipeline`) and one session per call."""
+
+from voice_agent.pipeline.heard import SpokenPiece, heard_text
+from voice_agent.pipeline.pipeline import Pipeline, resolve_checkpoint
+from voice_agent.pipeline.session import PipelineSession, TurnSummary
+
+__all__ = [
+    "Pipeline",
+    "PipelineSession",
+    "SpokenPiece",
+    "TurnSummary",
+    "heard_text",
+    "resolve_checkpoint",
+]

@@ -1,0 +1,178 @@
+"""What every call shares: the engine, the recognizer, the synthesizer, the shop, the log.
+
+    async with Pipeline(settings) as pipeline:
+        async with VoiceServer(settings, pipeline.new_session):
+            ...
+
+`Pipeline` loads everything once per process (the checkpoint, Whisper, the TTS voice,
+the fixed phrases, the shop's SQLite file) and hands each call a `PipelineSession`.
+Loading runs in worker threads, so a server that starts it keeps its event loop free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from engine.batching import Engine
+from engine.checkpoint import Checkpoint, load
+from tools.bike_shop.db import ShopContext, ShopDb
+from voice_agent.agent import Agent, AgentConfig
+from voice_agent.clock import Clock, MonotonicClock
+from voice_agent.config import Settings
+from voice_agent.events import Pcm16
+from voice_agent.hearing.asr import AsrWorker
+from voice_agent.hearing.listener import Listener
+from voice_agent.hearing.settings import asr_config, streaming_config, turn_config
+from voice_agent.pipeline.session import PipelineSession
+from voice_agent.speech import PhraseCache, Synthesizer, default_synthesizer
+from voice_agent.turn_record import Budgets, TurnRecord, append_jsonl
+
+log = logging.getLogger(__name__)
+
+CHECKPOINTS_DIR = Path(__file__).resolve().parents[2] / "engine" / "checkpoints"
+BRAIN_CHECKPOINT = CHECKPOINTS_DIR / "brain-dlm"
+STAND_IN_CHECKPOINT = CHECKPOINTS_DIR / "synthetic-dlm"
+"""Used when the brain checkpoint is not there yet (it is trained separately)."""
+EMBEDDED = "embedded"
+
+
+def resolve_checkpoint(llm: str) -> Path:
+    """`[models] llm`: "embedded" is the shipped brain (or the synthetic stand-in when the
+    brain is absent); anything else is a checkpoint folder."""
+    if llm != EMBEDDED:
+        return Path(llm)
+    if BRAIN_CHECKPOINT.is_dir():
+        return BRAIN_CHECKPOINT
+    log.warning("no brain checkpoint at %s; using %s", BRAIN_CHECKPOINT, STAND_IN_CHECKPOINT)
+    return STAND_IN_CHECKPOINT
+
+
+class Pipeline:
+    """Process-wide resources for calls. Use `async with`, or `start()` then `close()`."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        synthesizer: Synthesizer | None = None,
+        clock: Clock | None = None,
+        shop_now: Callable[[], datetime] = datetime.now,
+    ) -> None:
+        """`synthesizer` defaults to `[models] tts_backend` (Piper, else espeak-ng);
+        `shop_now` is the shop's wall clock (tools resolve "tomorrow" with it)."""
+        self.settings = settings
+        self.clock = clock or MonotonicClock()
+        self.budgets = Budgets.from_settings(settings.budgets)
+        self.checkpoint_path = resolve_checkpoint(settings.models.llm)
+        self._synth = synthesizer
+        self._shop_now = shop_now
+        self._checkpoint: Checkpoint | None = None
+        self._engine: Engine | None = None
+        self._asr: AsrWorker | None = None
+        self._shop: ShopDb | None = None
+        self._phrases: dict[int, PhraseCache] = {}
+        self._records_lock = threading.Lock()
+
+    async def start(self) -> None:
+        """Load models and open the shop. Raises FileNotFoundError/ValueError for a bad
+        checkpoint, ModelNotInstalledError/TtsUnavailable naming a missing package."""
+        cfg = self.settings
+        device = cfg.models.device
+        self._checkpoint = await asyncio.to_thread(load, self.checkpoint_path, device)
+        self._engine = Engine(
+            self._checkpoint.model,
+            self._checkpoint.tokenizer.ids,
+            max_batch=cfg.pipeline.engine_max_batch,
+            clock=self.clock.now,
+        )
+        self._engine.start()
+        self._asr = await asyncio.to_thread(AsrWorker, asr_config(cfg))
+        if self._synth is None:
+            self._synth = await asyncio.to_thread(default_synthesizer, cfg.models.tts_backend)
+        self._shop = await asyncio.to_thread(
+            ShopDb.open, cfg.pipeline.shop_db, self._shop_now().date()
+        )
+        await self.phrase_cache(self.synthesizer.sample_rate_hz).warm_async()
+        log.info("pipeline ready: brain %s, voice %s", self.checkpoint_path, self.synthesizer.voice)
+
+    async def close(self) -> None:
+        if self._engine is not None:
+            await self._engine.close()
+        if self._asr is not None:
+            await asyncio.to_thread(self._asr.close)
+        if self._shop is not None:
+            self._shop.close()
+
+    async def __aenter__(self) -> Pipeline:
+        try:
+            await self.start()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ for sessions
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            raise RuntimeError("the pipeline is not started")
+        return self._engine
+
+    @property
+    def synthesizer(self) -> Synthesizer:
+        if self._synth is None:
+            raise RuntimeError("the pipeline is not started")
+        return self._synth
+
+    def new_agent(self) -> Agent:
+        if self._checkpoint is None or self._shop is None:
+            raise RuntimeError("the pipeline is not started")
+        config = AgentConfig(min_confidence=self.settings.pipeline.min_confidence)
+        ctx = ShopContext(self._shop, self._shop_now)
+        return Agent(self.engine, self._checkpoint.tokenizer, ctx, config=config,
+                     clock=self.clock)  # fmt: skip
+
+    def new_listener(self, sample_rate_hz: int) -> Listener:
+        if self._asr is None:
+            raise RuntimeError("the pipeline is not started")
+        s = self.settings
+        return Listener(self._asr, sample_rate_hz, turn_config(s), streaming_config(s))
+
+    def phrase_cache(self, rate_hz: int) -> PhraseCache:
+        """The fixed phrases at `rate_hz` (one cache per rate, shared by calls)."""
+        cache = self._phrases.get(rate_hz)
+        if cache is None:
+            cache = self._phrases.setdefault(rate_hz, PhraseCache(self.synthesizer, rate_hz))
+        return cache
+
+    async def phrase(self, text: str) -> tuple[Pcm16, int]:
+        """A fixed phrase's audio and its rate: cached, or synthesized off the loop."""
+        cache = self.phrase_cache(self.synthesizer.sample_rate_hz)
+        audio = cache.get(text)
+        if audio is None:
+            audio = await asyncio.to_thread(cache.synthesize, text)
+        return audio, cache.out_rate_hz
+
+    def write_record(self, record: TurnRecord) -> None:
+        """Append the turn's record to `[pipeline] records` (if set); never raises."""
+        path = self.settings.pipeline.records
+        if path is None:
+            return
+        try:
+            with self._records_lock:
+                append_jsonl(path, record)
+        except OSError:
+            log.exception("cannot write the turn record to %s", path)
+
+    def new_session(self) -> PipelineSession:
+        """A session for one call (the server's session factory)."""
+        return PipelineSession(self)

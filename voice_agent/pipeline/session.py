@@ -1,0 +1,326 @@
+"""One call through the pipeline: hearing, the agent, streaming speech, barge-in.
+
+    caller audio -> Listener (VAD, turns, ASR) -> Agent (engine, tools) -> speak_chunks
+                 -> AudioPlayer (paced frames, marks, clear)
+
+Three tasks per call: the inbound reader (feeds the listener and tells it whether the
+agent is audible), the hearing loop (acts on speech events), and at most one reply in
+flight. A final transcript starts a reply: a `TurnTracker` from the end of the caller's
+speech, `Agent.respond` streaming its text into the synthesizer, each synthesized piece
+queued on the player as it comes. Barge-in clears the player, cancels the reply (the
+agent never runs a tool from a discarded generation) and keeps in the history only what
+the caller heard. A reply that ends the call (hang-up or hand-off) is played to its end,
+then the session returns and the server closes the call. A turn that fails gets the
+repeat request instead of a dead call. Each turn's `TurnRecord` goes to the pipeline's
+JSON-lines file when the turn ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
+
+from voice_agent.agent import AgentReply, TextChannel, ToolCallRecord
+from voice_agent.audio import FRAME_MS
+from voice_agent.events import AudioReceived, CallStarted, CallStopped, DtmfReceived
+from voice_agent.hearing.events import (
+    BargeIn,
+    FinalTranscript,
+    HearingEvent,
+    SpeechEnded,
+    TranscriptionFailed,
+)
+from voice_agent.hearing.listener import Listener
+from voice_agent.latency import TurnTracker
+from voice_agent.pipeline.heard import SpokenPiece, heard_text
+from voice_agent.speech import SpeechChunk, speak_chunks
+from voice_agent.transports.call import Inbound
+from voice_agent.transports.player import AudioPlayer, PlayerClosed
+from voice_agent.turn_record import Mark, TurnRecord
+
+if TYPE_CHECKING:
+    from voice_agent.pipeline.pipeline import Pipeline
+
+log = logging.getLogger(__name__)
+
+LISTENER_CLOSE_S = 3.0
+"""How long a call's end waits for a final transcript still decoding."""
+FIRST_FRAME_WAIT_S = 2.0
+"""How long a turn waits for its first reply frame to go out before writing its record."""
+HANG_UP_GRACE_S = 2.0
+"""After a closing line's audio should have played, how long to wait for its mark."""
+_MS_PER_S = 1000.0
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSummary:
+    """One caller turn as the session saw it (for the demo and tests)."""
+
+    number: int
+    caller_text: str
+    agent_text: str
+    """What the agent meant to say: the reply's text, or the apology after a failure."""
+    reply: AgentReply | None
+    """None when the turn was interrupted or failed."""
+    tool_calls: tuple[ToolCallRecord, ...]
+    record: TurnRecord
+    interrupted: bool = False
+    failed: bool = False
+
+
+class PipelineSession:
+    """One call (implements `transports.call.CallSession`)."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self._p = pipeline
+        self._clock = pipeline.clock
+        self._agent = pipeline.new_agent()
+        self._phrases = self._agent.phrases
+        self._player: AudioPlayer | None = None
+        self._call_id = ""
+        self._ended = asyncio.Event()
+        self._reply_task: asyncio.Task[None] | None = None
+        self._line: list[SpokenPiece] = []
+        """The agent line being spoken: what `heard_text` reads on barge-in."""
+        self._speech_ended: SpeechEnded | None = None
+        self._fed_ms = 0.0
+        self._fed_at_s = 0.0
+        self._turns = 0
+        self.greeting = ""
+        self.turns: list[TurnSummary] = []
+
+    @property
+    def player(self) -> AudioPlayer:
+        if self._player is None:
+            raise RuntimeError("the session is not running")
+        return self._player
+
+    async def run(self, call: CallStarted, inbound: Inbound, player: AudioPlayer) -> None:
+        """Greet, then converse until the caller hangs up or the agent ends the call."""
+        self._player, self._call_id = player, call.call_id
+        self._fed_at_s = self._clock.now()
+        listener = self._p.new_listener(call.sample_rate_hz)
+        hearing = asyncio.create_task(self._hear(listener), name=f"hear-{call.call_id}")
+        reading = asyncio.create_task(self._read(inbound, listener), name=f"read-{call.call_id}")
+        ending = asyncio.create_task(self._ended.wait(), name=f"end-{call.call_id}")
+        try:
+            await self._greet()
+            await asyncio.wait({reading, ending}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (reading, ending):
+                task.cancel()
+            await asyncio.gather(reading, ending, return_exceptions=True)
+            await self._cancel_reply()
+            hearing.cancel()
+            await asyncio.gather(hearing, return_exceptions=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(listener.close(), LISTENER_CLOSE_S)
+
+    # ------------------------------------------------------------------ inbound
+
+    async def _read(self, inbound: Inbound, listener: Listener) -> None:
+        async for event in inbound:
+            if isinstance(event, CallStopped):
+                return
+            if isinstance(event, DtmfReceived):
+                log.info("call %s: key %s (no keypad menu)", self._call_id, event.digit)
+            elif isinstance(event, AudioReceived):
+                listener.set_agent_speaking(self.player.speaking)
+                try:
+                    listener.feed(event.samples)
+                except (TypeError, ValueError) as exc:
+                    log.warning("call %s: audio chunk dropped: %s", self._call_id, exc)
+                    continue
+                self._fed_ms += _MS_PER_S * len(event.samples) / event.sample_rate_hz
+                self._fed_at_s = self._clock.now()
+
+    def _stream_s(self, stream_ms: float) -> float:
+        """A time on the inbound audio's own clock, on the session's clock (audio arrives
+        in real time, so the latest chunk fed anchors the two)."""
+        return self._fed_at_s - (self._fed_ms - stream_ms) / _MS_PER_S
+
+    # ------------------------------------------------------------------ hearing
+
+    async def _hear(self, listener: Listener) -> None:
+        async for event in listener:
+            try:
+                await self._on_hearing(event)
+            except Exception:  # one bad event must not end the call
+                log.exception("call %s: handling %s failed", self._call_id, event)
+
+    async def _on_hearing(self, event: HearingEvent) -> None:
+        if isinstance(event, BargeIn):
+            log.info("call %s: barge-in at %d ms", self._call_id, event.detected_ms)
+            await self._interrupt()
+        elif isinstance(event, SpeechEnded):
+            self._speech_ended = event
+        elif isinstance(event, FinalTranscript):
+            ended, self._speech_ended = self._speech_ended, None
+            if ended is not None and ended.during_agent_speech and not ended.barged_in:
+                log.info("call %s: backchannel %r not answered", self._call_id, event.text)
+            elif event.text.strip():
+                self._start_reply(event.text, ended)
+        elif isinstance(event, TranscriptionFailed):
+            log.warning("call %s: transcription failed: %s", self._call_id, event.reason)
+            self._speech_ended = None
+            idle = self._reply_task is None or self._reply_task.done()
+            if idle and not self.player.speaking:
+                await self._say(self._phrases.say_again)
+
+    # ------------------------------------------------------------------ speaking
+
+    async def _greet(self) -> None:
+        self.greeting = self._agent.greet()
+        await self._say(self.greeting)
+
+    async def _say(self, text: str) -> None:
+        """Queue a fixed phrase as the agent's current line."""
+        audio, rate = await self._p.phrase(text)
+        with contextlib.suppress(PlayerClosed):
+            self._line = [SpokenPiece(self.player.play(audio, rate), 0, text)]
+
+    async def _interrupt(self) -> None:
+        """Stop the agent (barge-in): see `_stop`."""
+        task, self._reply_task = self._reply_task, None
+        await self._stop(task)
+
+    async def _stop(self, reply: asyncio.Task[None] | None) -> None:
+        """Cancel `reply` if it runs, clear the audio, keep in the history what the
+        caller heard of the current line."""
+        busy = reply is not None and not reply.done()
+        if reply is not None and busy:
+            self._agent.cancel()
+            reply.cancel()
+            await asyncio.gather(reply, return_exceptions=True)
+        if busy or self.player.speaking:
+            await self.player.clear()
+            self._agent.commit_spoken(heard_text(self._line))
+        self._line = []
+
+    async def _cancel_reply(self) -> None:
+        task, self._reply_task = self._reply_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    # ------------------------------------------------------------------ a turn
+
+    def _start_reply(self, caller_text: str, ended: SpeechEnded | None) -> None:
+        self._turns += 1
+        now_s = self._clock.now()
+        tracker = TurnTracker(
+            self._clock,
+            self._p.budgets,
+            call_id=self._call_id,
+            turn=self._turns,
+            speech_ended_s=self._stream_s(ended.end_ms) if ended else now_s,
+            wall_time_unix_s=time.time(),
+        )
+        if ended is not None:
+            tracker.mark(Mark.END_OF_TURN, self._stream_s(ended.detected_ms))
+        tracker.mark(Mark.FINAL_TRANSCRIPT, now_s)
+        previous = self._reply_task
+        self._reply_task = asyncio.create_task(
+            self._reply(self._turns, caller_text, tracker, previous), name=f"reply-{self._turns}"
+        )
+
+    async def _reply(
+        self,
+        number: int,
+        caller_text: str,
+        tracker: TurnTracker,
+        previous: asyncio.Task[None] | None,
+    ) -> None:
+        await self._stop(previous)  # the caller said more while a reply was under way
+        self._line = []
+        tools_before = len(self._agent.tools.records)
+        tracker.admit(self._p.engine.queue_depth)
+        channel = TextChannel()
+        respond = asyncio.create_task(
+            self._agent.respond(caller_text, tracker=tracker, on_text=channel.put)
+        )
+        respond.add_done_callback(lambda _: channel.close())
+        reply: AgentReply | None = None
+        agent_text, failed = "", False
+        try:
+            await self._speak(channel.pieces(), tracker)
+            reply = await respond
+            agent_text = reply.text
+        except Exception:
+            log.exception("call %s: turn %d failed", self._call_id, number)
+            failed, agent_text = True, self._phrases.say_again
+            await self._cancel(respond)
+            self._agent.commit_spoken(agent_text)
+            await self._say(agent_text)
+        finally:
+            await self._cancel(respond)
+            await self._finish_turn(number, caller_text, agent_text, reply, tracker,
+                                    self._agent.tools.records[tools_before:], failed)  # fmt: skip
+        if reply is not None and reply.ends_call:
+            log.info("call %s: the agent ends the call (%s)", self._call_id, reply.kind.value)
+            await self._played_out()
+            self._ended.set()
+
+    async def _speak(self, text: AsyncIterator[str], tracker: TurnTracker) -> None:
+        """Synthesize the streamed reply sentence by sentence; queue each piece at once."""
+
+        async def timed() -> AsyncIterator[str]:
+            async for piece in text:
+                tracker.mark(Mark.TTS_START)  # first text handed on toward the synthesizer
+                yield piece
+
+        chunks = cast(  # an async generator: closing it stops the synthesis thread
+            AsyncGenerator[SpeechChunk, None],
+            speak_chunks(timed(), self._p.synthesizer, self.player.wire_rate_hz),
+        )
+        try:
+            async for chunk in chunks:
+                tracker.mark(Mark.FIRST_TTS_AUDIO)
+                utterance = self.player.play(chunk.samples, chunk.sample_rate_hz)
+                self._line.append(SpokenPiece(utterance, chunk.sentence_index, chunk.sentence))
+        finally:
+            await chunks.aclose()
+
+    @staticmethod
+    async def _cancel(task: asyncio.Task[AgentReply]) -> None:
+        if not task.done():
+            task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    async def _finish_turn(
+        self,
+        number: int,
+        caller_text: str,
+        agent_text: str,
+        reply: AgentReply | None,
+        tracker: TurnTracker,
+        tool_calls: list[ToolCallRecord],
+        failed: bool,
+    ) -> None:
+        interrupted = reply is None and not failed
+        first = self._line[0].utterance if self._line else None
+        if first is not None and not interrupted:
+            waited_s = 0.0
+            while first.first_sent_at_s is None and not first.heard.done():
+                if waited_s >= FIRST_FRAME_WAIT_S:
+                    break
+                await asyncio.sleep(FRAME_MS / _MS_PER_S)
+                waited_s += FRAME_MS / _MS_PER_S
+        if first is not None and first.first_sent_at_s is not None:
+            tracker.mark(Mark.FIRST_AUDIO_SENT, first.first_sent_at_s)
+        record = tracker.record()
+        self._p.write_record(record)
+        self.turns.append(TurnSummary(number, caller_text, agent_text, reply, tuple(tool_calls),
+                                      record, interrupted, failed))  # fmt: skip
+
+    async def _played_out(self) -> None:
+        """Wait until the caller has heard the current line (bounded by its length)."""
+        pending = [p.utterance.heard for p in self._line if not p.utterance.heard.done()]
+        if pending:
+            total_s = sum(p.utterance.duration_ms for p in self._line) / _MS_PER_S
+            await asyncio.wait(pending, timeout=total_s + HANG_UP_GRACE_S)

@@ -25,7 +25,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from voice_agent.agent import AgentReply, TextChannel, ToolCallRecord
+from voice_agent.agent import Agent, AgentReply, TextChannel, ToolCallRecord
 from voice_agent.audio import FRAME_MS
 from voice_agent.events import AudioReceived, CallStarted, CallStopped, DtmfReceived
 from voice_agent.hearing.events import (
@@ -93,6 +93,11 @@ class PipelineSession:
         self._turns = 0
         self.greeting = ""
         self.turns: list[TurnSummary] = []
+
+    @property
+    def agent(self) -> Agent:
+        """The call's agent (its `turns` are the dialogue as the model reads it)."""
+        return self._agent
 
     @property
     def player(self) -> AudioPlayer:

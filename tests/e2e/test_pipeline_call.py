@@ -1,0 +1,148 @@
+"""Calls through the real pipeline over a loopback websocket.
+
+Real Whisper tiny.en, the real engine on the available checkpoint, espeak-ng for both
+the caller's lines and the agent's voice (fast on a shared 2-core CPU), a real SQLite
+shop in tmp_path. The brain may be weak, so nothing here judges the words of a reply or
+which tool was chosen; what is checked are the mechanics: the greeting, a non-silent
+reply timed from the end of the caller's speech, one turn record per turn, barge-in
+clearing the audio and trimming the history to what was heard, and no tool effects from
+a discarded generation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.fakes import settings, silence, url
+from tools.bike_shop.schemas import ARGUMENT_MODELS
+from voice_agent.agent import ToolOutcome
+from voice_agent.audio import resample, rms_dbfs
+from voice_agent.brain.format import AgentSay
+from voice_agent.events import Pcm16
+from voice_agent.pipeline import Pipeline, PipelineSession
+from voice_agent.simulator import REPLY_DBFS, simulate_call
+from voice_agent.speech import EspeakSynthesizer, Synthesizer
+from voice_agent.transports.call import CallSession
+from voice_agent.transports.server import VoiceServer
+from voice_agent.turn_record import Stage, read_jsonl
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+RATE_HZ = 8000
+FRAME = 160
+
+
+def spoken(*parts: tuple[float, str]) -> Pcm16:
+    """Caller audio at 8 kHz: for each part, that much silence, then the line (espeak)."""
+    voice = EspeakSynthesizer()
+    audio: list[Pcm16] = []
+    for gap_s, line in parts:
+        audio += [silence(gap_s), resample(voice.synthesize(line), voice.sample_rate_hz, RATE_HZ)]
+    audio.append(silence(0.3))
+    return np.concatenate(audio)
+
+
+def loud_ms(reply: Pcm16, start_ms: int, end_ms: int) -> int:
+    frames = reply[start_ms * 8 : end_ms * 8]
+    frames = frames[: len(frames) // FRAME * FRAME].reshape(-1, FRAME)
+    return 20 * sum(rms_dbfs(f) > REPLY_DBFS for f in frames)
+
+
+def bookings(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("SELECT COUNT(*) FROM bookings").fetchone()[0])
+
+
+@contextlib.asynccontextmanager
+async def pipeline_server(
+    tmp_path: Path, synthesizer: Synthesizer | None = None
+) -> AsyncIterator[tuple[VoiceServer, list[PipelineSession]]]:
+    """A loopback server whose calls go through a real pipeline; yields the sessions."""
+    cfg = settings(
+        models={"tts_backend": "espeak"},
+        pipeline={"records": tmp_path / "turns.jsonl", "shop_db": tmp_path / "shop.sqlite"},
+    )
+    sessions: list[PipelineSession] = []
+    async with Pipeline(cfg, synthesizer=synthesizer) as pipeline:
+
+        def factory() -> CallSession:
+            sessions.append(pipeline.new_session())
+            return sessions[-1]
+
+        async with VoiceServer(cfg, factory) as server:
+            yield server, sessions
+
+
+async def test_a_caller_turn_gets_a_timed_spoken_reply_and_a_record(tmp_path: Path) -> None:
+    caller = spoken((5.0, "When do you open on Saturday?"))
+    async with pipeline_server(tmp_path) as (server, sessions):
+        summary, reply = await simulate_call(
+            url(server), caller, RATE_HZ, idle_after_reply_s=1.0, max_tail_s=10.0
+        )
+    assert server.calls[-1].close_code == 1000  # recorded once the session has ended
+
+    assert summary.turns == 1 and len(sessions) == 1
+    session = sessions[0]
+    # The greeting played before the caller spoke.
+    assert loud_ms(reply, 0, summary.turn_end_ms[0] - 2000) > 1000
+    assert session.greeting and isinstance(session.agent.turns[0], AgentSay)
+    # The turn was answered with speech, timed from the end of the caller's speech.
+    first_reply_ms = summary.first_reply_ms[0]
+    assert first_reply_ms is not None and 0 < first_reply_ms < 10_000
+    assert loud_ms(reply, summary.turn_end_ms[0], summary.duration_ms) > 300
+    assert len(session.turns) == 1
+    turn = session.turns[0]
+    assert turn.caller_text and turn.agent_text and turn.reply is not None
+    assert not turn.interrupted and not turn.failed
+    for call in turn.tool_calls:  # whatever the model chose, it validated and ran
+        ARGUMENT_MODELS[call.tool].model_validate(call.arguments)
+        assert call.outcome in (ToolOutcome.OK, ToolOutcome.REFUSED)
+    # One JSON line for the one turn, with the stage timings of a whole turn.
+    records = read_jsonl(tmp_path / "turns.jsonl")
+    assert len(records) == 1
+    record = records[0]
+    assert record.turn == 1 and record.call_id == summary.call_sid
+    for stage in (Stage.END_OF_TURN, Stage.ASR_FINAL, Stage.ENGINE, Stage.TURN):
+        took = record.duration_ms(stage)
+        assert took is not None and took >= 0, stage
+    assert record.duration_ms(Stage.TTS_FIRST_AUDIO) is not None
+    # The simulated caller heard the first reply frame about when the server sent it.
+    sent_ms = record.first_audio_sent_at_ms
+    assert sent_ms is not None and abs(first_reply_ms - sent_ms) < 600
+
+
+async def test_barge_in_clears_the_audio_and_keeps_only_what_was_heard(tmp_path: Path) -> None:
+    # A slow agent voice: the greeting (and any reply) lasts long enough to be talked over.
+    slow = EspeakSynthesizer(words_per_minute=90)
+    caller = spoken(
+        (1.5, "Hello? When do you open on Saturday?"),  # over the greeting
+        (3.5, "Actually, I would like to book a tune-up for tomorrow."),  # over the reply
+    )
+    async with pipeline_server(tmp_path, slow) as (server, sessions):
+        seeded = bookings(tmp_path / "shop.sqlite")
+        summary, _ = await simulate_call(
+            url(server), caller, RATE_HZ, idle_after_reply_s=1.0, max_tail_s=8.0
+        )
+    session = sessions[0]
+    assert summary.clears_received >= 1
+    # The history keeps only the part of the greeting the caller heard before talking.
+    heard_greeting = session.agent.turns[0]
+    assert isinstance(heard_greeting, AgentSay)
+    assert len(heard_greeting.text) < len(session.greeting)
+    assert session.greeting.startswith(heard_greeting.text.split()[0])
+    # Every turn left a record, interrupted or not.
+    assert len(read_jsonl(tmp_path / "turns.jsonl")) == len(session.turns) >= 1
+    # Tools: only calls that really ran may have written; a discarded one never did.
+    calls = [c for t in session.turns for c in t.tool_calls] + list(session.agent.tools.records)
+    booked = {
+        (c.tool, str(c.arguments))
+        for c in calls
+        if c.tool == "book_service" and c.outcome in (ToolOutcome.OK, ToolOutcome.RAN_CANCELLED)
+    }
+    assert bookings(tmp_path / "shop.sqlite") - seeded == len(booked)

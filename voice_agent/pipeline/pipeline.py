@@ -22,6 +22,7 @@ from engine.batching import Engine
 from engine.checkpoint import Checkpoint, load
 from tools.bike_shop.db import ShopContext, ShopDb
 from voice_agent.agent import Agent, AgentConfig
+from voice_agent.audio import PHONE_RATE_HZ
 from voice_agent.clock import Clock, MonotonicClock
 from voice_agent.config import Settings
 from voice_agent.events import Pcm16
@@ -97,7 +98,7 @@ class Pipeline:
         self._shop = await asyncio.to_thread(
             ShopDb.open, cfg.pipeline.shop_db, self._shop_now().date()
         )
-        await self.phrase_cache(self.synthesizer.sample_rate_hz).warm_async()
+        await self.phrase_cache(PHONE_RATE_HZ).warm_async()
         log.info("pipeline ready: brain %s, voice %s", self.checkpoint_path, self.synthesizer.voice)
 
     async def close(self) -> None:
@@ -154,13 +155,14 @@ class Pipeline:
             cache = self._phrases.setdefault(rate_hz, PhraseCache(self.synthesizer, rate_hz))
         return cache
 
-    async def phrase(self, text: str) -> tuple[Pcm16, int]:
-        """A fixed phrase's audio and its rate: cached, or synthesized off the loop."""
-        cache = self.phrase_cache(self.synthesizer.sample_rate_hz)
+    async def phrase(self, text: str, rate_hz: int) -> Pcm16:
+        """A fixed phrase's audio at `rate_hz`: cached (the phone rate is warmed at
+        start), or synthesized off the loop and cached."""
+        cache = self.phrase_cache(rate_hz)
         audio = cache.get(text)
         if audio is None:
             audio = await asyncio.to_thread(cache.synthesize, text)
-        return audio, cache.out_rate_hz
+        return audio
 
     def write_record(self, record: TurnRecord) -> None:
         """Append the turn's record to `[pipeline] records` (if set); never raises."""

@@ -185,7 +185,8 @@ class PipelineSession:
 
     async def _say(self, text: str) -> None:
         """Queue a fixed phrase as the agent's current line."""
-        audio, rate = await self._p.phrase(text)
+        rate = self.player.wire_rate_hz
+        audio = await self._p.phrase(text, rate)
         with contextlib.suppress(PlayerClosed):
             self._line = [SpokenPiece(self.player.play(audio, rate), 0, text)]
 
@@ -272,22 +273,34 @@ class PipelineSession:
             self._ended.set()
 
     async def _speak(self, text: AsyncIterator[str], tracker: TurnTracker) -> None:
-        """Synthesize the streamed reply sentence by sentence; queue each piece at once."""
+        """Synthesize the streamed reply sentence by sentence; queue each piece at once.
 
-        async def timed() -> AsyncIterator[str]:
-            async for piece in text:
-                tracker.mark(Mark.TTS_START)  # first text handed on toward the synthesizer
-                yield piece
-
+        A reply that starts with a whole fixed phrase (the repeat request, a tool's
+        apology) plays that phrase from the cache instead of waiting for synthesis."""
+        rate = self.player.wire_rate_hz
+        pieces = aiter(text)
+        first = await anext(pieces, None)
+        if first is None:
+            return
+        tracker.mark(Mark.TTS_START)  # the first text handed on toward the synthesizer
+        cached = self._p.phrase_cache(rate).get(first.strip())
+        if cached is None:
+            rest: AsyncIterator[str] = _prepend(first, pieces)
+        else:
+            tracker.mark(Mark.FIRST_TTS_AUDIO)
+            self._line.append(SpokenPiece(self.player.play(cached, rate), 0, first.strip()))
+            rest = pieces
+        offset = len(self._line)
         chunks = cast(  # an async generator: closing it stops the synthesis thread
             AsyncGenerator[SpeechChunk, None],
-            speak_chunks(timed(), self._p.synthesizer, self.player.wire_rate_hz),
+            speak_chunks(rest, self._p.synthesizer, rate),
         )
         try:
             async for chunk in chunks:
                 tracker.mark(Mark.FIRST_TTS_AUDIO)
                 utterance = self.player.play(chunk.samples, chunk.sample_rate_hz)
-                self._line.append(SpokenPiece(utterance, chunk.sentence_index, chunk.sentence))
+                index = offset + chunk.sentence_index
+                self._line.append(SpokenPiece(utterance, index, chunk.sentence))
         finally:
             await chunks.aclose()
 
@@ -329,3 +342,9 @@ class PipelineSession:
         if pending:
             total_s = sum(p.utterance.duration_ms for p in self._line) / _MS_PER_S
             await asyncio.wait(pending, timeout=total_s + HANG_UP_GRACE_S)
+
+
+async def _prepend(first: str, rest: AsyncIterator[str]) -> AsyncIterator[str]:
+    yield first
+    async for piece in rest:
+        yield piece

@@ -1,0 +1,241 @@
+"""The call session's event handling, on real parts where they are cheap.
+
+The agent is real, on a real SQLite shop, with `ScriptedEngine` (the TEST DOUBLE FOR THE
+ENGINE from test_agent.py); the player is the real paced player on a fake clock, its
+frames collected; the synthesizer is a tone per character (TEST DOUBLE FOR TTS: what
+matters is how much audio each sentence gets, not how it sounds). Hearing events are
+handed to the session as the listener would emit them. `heard_text` is checked on its
+own with real utterance handles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from engine.generate import Generation, Request
+from engine.tokenizer import TextTokenizer
+from tools.bike_shop.db import ShopContext, ShopDb
+from voice_agent.agent import Agent, AgentConfig
+from voice_agent.brain.format import AgentSay
+from voice_agent.brain.phrases import phrases
+from voice_agent.clock import FakeClock
+from voice_agent.events import ClearAudio, OutboundEvent, Pcm16, SendAudio
+from voice_agent.hearing.events import BargeIn, FinalTranscript, SpeechEnded
+from voice_agent.pipeline import PipelineSession, SpokenPiece, heard_text
+from voice_agent.speech import PhraseCache
+from voice_agent.transports.player import AudioPlayer, PlaybackResult, Utterance
+from voice_agent.turn_record import Budgets, Mark, TurnRecord
+
+from .test_agent import BOOKING, MONDAY_10AM, TOKENIZER, ScriptedEngine, call, say
+
+RATE_HZ = 8000
+MS_PER_CHAR = 20
+
+
+class ToneSynth:
+    """TEST DOUBLE FOR TTS: a tone lasting MS_PER_CHAR per character."""
+
+    voice = "tone"
+    sample_rate_hz = RATE_HZ
+
+    def synthesize(self, text: str) -> Pcm16:
+        n = len(text) * MS_PER_CHAR * RATE_HZ // 1000
+        return (3000 * np.sin(np.arange(n) * 0.3)).astype(np.int16)
+
+
+class BrokenEngine:
+    async def stream_result(self, request: Request) -> AsyncIterator[tuple[int, ...] | Generation]:
+        raise RuntimeError("the engine fell over")
+        yield ()  # pragma: no cover
+
+
+class FakePipeline:
+    """What a session uses of `Pipeline`, with the engine and TTS doubles above."""
+
+    def __init__(self, tok: TextTokenizer, shop: ShopContext, engine: Any) -> None:
+        self.clock = FakeClock()
+        self.budgets = Budgets.default()
+        self.engine = engine
+        engine.queue_depth = 0
+        self.synthesizer = ToneSynth()
+        self.records: list[TurnRecord] = []
+        self._tok, self._shop = tok, shop
+        self._cache = PhraseCache(self.synthesizer, RATE_HZ)
+
+    def new_agent(self) -> Agent:
+        return Agent(self.engine, self._tok, self._shop, config=AgentConfig(min_confidence=0.0))
+
+    def phrase_cache(self, rate_hz: int) -> PhraseCache:
+        assert rate_hz == RATE_HZ
+        return self._cache
+
+    async def phrase(self, text: str, rate_hz: int) -> Pcm16:
+        return self._cache.synthesize(text)
+
+    def write_record(self, record: TurnRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture(scope="module")
+def tok() -> TextTokenizer:
+    return TextTokenizer.load(TOKENIZER)
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Iterator[ShopContext]:
+    db = ShopDb.open(tmp_path / "shop.sqlite", MONDAY_10AM.date())
+    yield ShopContext(db, lambda: MONDAY_10AM)
+    db.close()
+
+
+class Call:
+    """A session wired to a real player whose frames are collected (no socket)."""
+
+    def __init__(self, pipeline: FakePipeline) -> None:
+        self.pipeline = pipeline
+        self.sent: list[OutboundEvent] = []
+        self.player = AudioPlayer(self._send, RATE_HZ, pipeline.clock)
+        self.session = PipelineSession(pipeline)  # type: ignore[arg-type]
+        self.session._player = self.player
+        self.pacer = asyncio.create_task(self.player.run())
+
+    async def _send(self, event: OutboundEvent) -> None:
+        self.sent.append(event)
+
+    async def hear(self, *events: Any) -> None:
+        for event in events:
+            await self.session._on_hearing(event)
+
+    async def turn_done(self) -> None:
+        task = self.session._reply_task
+        assert task is not None
+        await task
+
+    async def close(self) -> None:
+        await self.session._cancel_reply()
+        self.player.close()
+        self.pacer.cancel()
+        await asyncio.gather(self.pacer, return_exceptions=True)
+
+
+def final(text: str) -> FinalTranscript:
+    return FinalTranscript(text, 0, 1000, 50.0)
+
+
+async def test_a_final_transcript_is_answered_in_speech_and_recorded(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    line = "We open at nine. See you then."
+    c = Call(FakePipeline(tok, shop, ScriptedEngine(tok, say(tok, line))))
+    await c.hear(SpeechEnded(0, 1000, 1400), final("when do you open"))
+    await c.turn_done()
+    await c.close()
+    [turn] = c.session.turns
+    assert turn.caller_text == "when do you open" and turn.agent_text == line
+    assert turn.reply is not None and not turn.interrupted and not turn.failed
+    audio = sum(len(e.samples) for e in c.sent if isinstance(e, SendAudio))
+    assert audio >= len(line.replace(" ", "")) * MS_PER_CHAR * RATE_HZ // 1000 // 2
+    [record] = c.pipeline.records
+    assert record.turn == 1
+    for mark in (Mark.END_OF_TURN, Mark.FINAL_TRANSCRIPT, Mark.ENGINE_START, Mark.ENGINE_DONE,
+                 Mark.TTS_START, Mark.FIRST_TTS_AUDIO, Mark.FIRST_AUDIO_SENT):  # fmt: skip
+        assert record.at_ms(mark) is not None, mark
+
+
+async def test_barge_in_during_a_tool_call_generation_never_runs_the_tool(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING), say(tok, "Booked."))
+    engine.hold = asyncio.Event()  # the call is decoded, its result not yet delivered
+    c = Call(FakePipeline(tok, shop, engine))
+    await c.session._greet()
+    await asyncio.sleep(0.05)  # the greeting's frames go out (fake clock)...
+    c.player.on_mark(c.session._line[0].utterance.id)  # ...and the caller heard it all
+    await c.hear(final("book me a brake check on wednesday at ten, ann lee"))
+    await asyncio.sleep(0.05)
+    assert c.session._reply_task is not None and not c.session._reply_task.done()
+    await c.hear(BargeIn(2000, 2500))
+    await c.close()
+    [turn] = c.session.turns
+    assert turn.interrupted and turn.reply is None
+    assert len(c.pipeline.records) == 1
+    with shop.db.read() as conn:
+        count = conn.execute("SELECT COUNT(*) FROM bookings WHERE name = 'Ann Lee'").fetchone()
+    assert count[0] == 0
+    assert not any(r.outcome.value == "ok" for r in c.session.agent.tools.records)
+    # Nothing of the cancelled turn was heard: the history ends with the caller's turn.
+    assert c.session.agent.turns[0] == AgentSay(c.session.greeting)
+    assert not isinstance(c.session.agent.turns[-1], AgentSay)
+
+
+async def test_barge_in_while_the_reply_plays_clears_it_and_keeps_what_was_heard(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    line = "We open at nine. Would you like to book a slot for your bike?"
+    c = Call(FakePipeline(tok, shop, ScriptedEngine(tok, say(tok, line))))
+    await c.hear(final("when do you open"))
+    await c.turn_done()
+    first_sentence = [p for p in c.session._line if p.sentence_index == 0]
+    assert first_sentence and len(first_sentence) < len(c.session._line)
+    for p in first_sentence:  # the caller heard the first sentence to its end
+        c.player.on_mark(p.utterance.id)
+    await c.hear(BargeIn(3000, 3500))
+    await c.close()
+    assert any(isinstance(e, ClearAudio) for e in c.sent)
+    heard = c.session.agent.turns[-1]
+    assert isinstance(heard, AgentSay)
+    assert heard.text.startswith("We open at nine.") and len(heard.text) < len(line)
+
+
+async def test_a_backchannel_over_the_agent_is_not_answered(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    c = Call(FakePipeline(tok, shop, ScriptedEngine(tok)))
+    await c.hear(SpeechEnded(0, 300, 700, during_agent_speech=True), final("mhm"))
+    await c.close()
+    assert c.session._reply_task is None and not c.session.turns
+
+
+async def test_a_failing_turn_gets_the_repeat_request_and_the_call_goes_on(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    c = Call(FakePipeline(tok, shop, BrokenEngine()))
+    await c.hear(final("hello?"))
+    await c.turn_done()
+    await asyncio.sleep(0.05)
+    await c.close()
+    [turn] = c.session.turns
+    assert turn.failed and turn.agent_text == phrases().say_again
+    assert any(isinstance(e, SendAudio) for e in c.sent)  # the apology was played
+    assert len(c.pipeline.records) == 1
+    assert c.session.agent.turns[-1] == AgentSay(phrases().say_again)
+
+
+def piece(index: int, sentence: str, duration_ms: float, heard_ms: float) -> SpokenPiece:
+    future: asyncio.Future[PlaybackResult] = asyncio.get_running_loop().create_future()
+    future.set_result(PlaybackResult("u", duration_ms, heard_ms, heard_ms < duration_ms))
+    return SpokenPiece(Utterance("u", duration_ms, future), index, sentence)
+
+
+async def test_heard_text_keeps_whole_sentences_and_the_heard_share_of_the_cut_one() -> None:
+    pieces = [
+        piece(0, "We open at nine.", 400, 400),
+        piece(0, "We open at nine.", 400, 400),
+        piece(1, "Would you like to book a slot?", 600, 300),
+        piece(2, "Bye.", 200, 0),
+    ]
+    assert heard_text(pieces) == "We open at nine. Would you like"
+    assert heard_text(pieces[:2]) == "We open at nine."
+    assert heard_text([piece(0, "Hello there.", 500, 100)]) == ""
+
+
+async def test_heard_text_refuses_audio_still_playing() -> None:
+    future: asyncio.Future[PlaybackResult] = asyncio.get_running_loop().create_future()
+    with pytest.raises(ValueError, match="has not finished"):
+        heard_text([SpokenPiece(Utterance("u", 100, future), 0, "Hi.")])

@@ -2,16 +2,14 @@
 
 The server answers with the real pipeline (Whisper, the diffusion-LLM agent with the
 bike-shop tools on a fresh SQLite file, streaming TTS); `echo=True` answers with the
-echo stand-in instead, which needs no models. The caller's lines are spoken by espeak-ng
-with pauses long enough for the agent's replies, and streamed through the Twilio
-protocol by the call simulator.
+echo stand-in instead, which needs no models. The caller's lines are spoken by a TTS voice
+(Piper, else espeak-ng) with pauses long enough for the agent's replies, and streamed
+through the Twilio protocol by the call simulator.
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import tempfile
+import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,10 +20,11 @@ from voice_agent.echo import EchoSession
 from voice_agent.events import Pcm16
 from voice_agent.pipeline import Pipeline, PipelineSession, TurnSummary
 from voice_agent.simulator import CallSummary, simulate_call
+from voice_agent.speech import Synthesizer, default_synthesizer
 from voice_agent.transports.call import CallSession, SessionFactory
 from voice_agent.transports.server import TWILIO_PATH, VoiceServer
 from voice_agent.turn_record import Stage
-from voice_agent.wav import read_wav, write_wav
+from voice_agent.wav import write_wav
 
 DEMO_LINES = (
     "Hi, I'd like to book a tune-up for tomorrow at 10 am. My name is Anna.",
@@ -58,22 +57,21 @@ class DemoResult:
 
 
 def caller_audio(
-    lines: tuple[str, ...] = DEMO_LINES, first_gap_s: float = FIRST_GAP_S, gap_s: float = GAP_S
+    lines: tuple[str, ...] = DEMO_LINES,
+    first_gap_s: float = FIRST_GAP_S,
+    gap_s: float = GAP_S,
+    voice: Synthesizer | None = None,
 ) -> tuple[Pcm16, int]:
-    """Caller lines spoken by espeak-ng, `first_gap_s` of silence before the first and
-    `gap_s` after each later one. Raises RuntimeError naming the package when espeak-ng
-    is not installed."""
-    espeak = shutil.which("espeak-ng")
-    if espeak is None:
-        raise RuntimeError("espeak-ng not found: install the Debian package espeak-ng")
+    """Caller lines spoken by `voice` (default: Piper's joe voice, else espeak-ng, whose
+    robotic voice Whisper tiny.en mishears more often), `first_gap_s` of silence before
+    the first line and `gap_s` before each later one. Raises TtsUnavailable (a
+    RuntimeError) naming what to install when no synthesizer works."""
+    voice = voice or default_synthesizer()
+    rate = voice.sample_rate_hz
     parts: list[Pcm16] = []
-    rate = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        for i, line in enumerate(lines):
-            path = Path(tmp) / f"line{i}.wav"
-            subprocess.run([espeak, "-w", str(path), line], check=True, capture_output=True)
-            samples, rate = read_wav(path)
-            parts += [np.zeros(int(rate * (gap_s if i else first_gap_s)), np.int16), samples]
+    for i, line in enumerate(lines):
+        parts += [np.zeros(int(rate * (gap_s if i else first_gap_s)), np.int16)]
+        parts.append(voice.synthesize(line))
     parts.append(np.zeros(int(rate * TAIL_S), np.int16))
     return np.concatenate(parts), rate
 
@@ -89,11 +87,11 @@ async def run_demo(settings: Settings, out_dir: Path, *, echo: bool = False) -> 
         }
     )
     if echo:
-        caller, rate = caller_audio(first_gap_s=3.5, gap_s=3.5)
+        caller, rate = await asyncio.to_thread(caller_audio, DEMO_LINES, 3.5, 3.5)
         summary, reply = await _call(local, EchoSession, caller, rate)
         result = DemoResult(summary)
     else:
-        caller, rate = caller_audio()
+        caller, rate = await asyncio.to_thread(caller_audio)
         sessions: list[PipelineSession] = []
         async with Pipeline(local) as pipeline:
 
@@ -139,7 +137,10 @@ def conversation_lines(result: DemoResult) -> list[str]:
             args = ", ".join(f"{k}={v!r}" for k, v in call.arguments.items())
             lines.append(f"  tool: {call.tool}({args}) -> {call.outcome.value}")
         note = " [interrupted]" if turn.interrupted else " [failed]" if turn.failed else ""
-        kind = f" ({turn.reply.kind.value})" if turn.reply else ""
+        kind = ""
+        if turn.reply is not None:
+            why = ", ".join(f"{d.kind.value} {d.detail}".strip() for d in turn.reply.degrades)
+            kind = f" ({turn.reply.kind.value}{': ' + why if why else ''})"
         lines.append(f"agent:  {turn.agent_text}{kind}{note}")
     return lines
 

@@ -11,8 +11,10 @@ a discarded generation.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from voice_agent.events import Pcm16
 from voice_agent.pipeline import Pipeline, PipelineSession
 from voice_agent.simulator import REPLY_DBFS, simulate_call
 from voice_agent.speech import EspeakSynthesizer, Synthesizer
+from voice_agent.speech.stream import WORKER_THREAD_PREFIX
 from voice_agent.transports.call import CallSession
 from voice_agent.transports.server import VoiceServer
 from voice_agent.turn_record import Stage, read_jsonl
@@ -36,6 +39,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 RATE_HZ = 8000
 FRAME = 160
+WORKERS = (WORKER_THREAD_PREFIX, "asr", "engine")
 
 
 def spoken(*parts: tuple[float, str]) -> Pcm16:
@@ -86,6 +90,14 @@ async def test_a_caller_turn_gets_a_timed_spoken_reply_and_a_record(tmp_path: Pa
             url(server), caller, RATE_HZ, idle_after_reply_s=1.0, max_tail_s=10.0
         )
     assert server.calls[-1].close_code == 1000  # recorded once the session has ended
+    # Nothing outlives the call and the pipeline: no task, no worker thread.
+    assert not [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for _ in range(50):
+        workers = [t.name for t in threading.enumerate() if t.name.startswith(WORKERS)]
+        if not workers:
+            break
+        await asyncio.sleep(0.1)
+    assert not workers
 
     assert summary.turns == 1 and len(sessions) == 1
     session = sessions[0]

@@ -21,14 +21,24 @@ import pytest
 from engine.generate import Generation, Request
 from engine.tokenizer import TextTokenizer
 from tools.bike_shop.db import ShopContext, ShopDb
-from voice_agent.agent import Agent, AgentConfig
+from voice_agent.agent import Agent, AgentConfig, ReplyKind
 from voice_agent.brain.format import AgentSay
 from voice_agent.brain.phrases import phrases
 from voice_agent.clock import FakeClock
-from voice_agent.events import ClearAudio, OutboundEvent, Pcm16, SendAudio
+from voice_agent.events import (
+    AudioReceived,
+    CallStarted,
+    ClearAudio,
+    OutboundEvent,
+    Pcm16,
+    Protocol,
+    SendAudio,
+    SendMark,
+)
 from voice_agent.hearing.events import BargeIn, FinalTranscript, SpeechEnded
 from voice_agent.pipeline import PipelineSession, SpokenPiece, heard_text
 from voice_agent.speech import PhraseCache
+from voice_agent.transports.call import Inbound
 from voice_agent.transports.player import AudioPlayer, PlaybackResult, Utterance
 from voice_agent.turn_record import Budgets, Mark, TurnRecord
 
@@ -81,6 +91,37 @@ class FakePipeline:
     def write_record(self, record: TurnRecord) -> None:
         self.records.append(record)
 
+    def new_listener(self, sample_rate_hz: int) -> ScriptedListener:
+        self.listener = ScriptedListener()
+        return self.listener
+
+
+class ScriptedListener:
+    """TEST DOUBLE FOR `Listener`: audio fed is counted; events come from `emit`."""
+
+    def __init__(self) -> None:
+        self.fed = 0
+        self.agent_speaking: list[bool] = []
+        self.closed = False
+        self._events: asyncio.Queue[Any] = asyncio.Queue()
+
+    def emit(self, event: Any) -> None:
+        self._events.put_nowait(event)
+
+    def feed(self, samples: Pcm16) -> None:
+        self.fed += len(samples)
+
+    def set_agent_speaking(self, speaking: bool) -> None:
+        self.agent_speaking.append(speaking)
+
+    async def close(self) -> None:
+        self.closed = True
+        self._events.put_nowait(None)
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        while (event := await self._events.get()) is not None:
+            yield event
+
 
 @pytest.fixture(scope="module")
 def tok() -> TextTokenizer:
@@ -97,7 +138,9 @@ def shop(tmp_path: Path) -> Iterator[ShopContext]:
 class Call:
     """A session wired to a real player whose frames are collected (no socket)."""
 
-    def __init__(self, pipeline: FakePipeline) -> None:
+    def __init__(self, pipeline: FakePipeline, *, echo_marks: bool = False) -> None:
+        """`echo_marks`: the peer plays everything at once and echoes each mark."""
+        self.echo_marks = echo_marks
         self.pipeline = pipeline
         self.sent: list[OutboundEvent] = []
         self.player = AudioPlayer(self._send, RATE_HZ, pipeline.clock)
@@ -107,6 +150,8 @@ class Call:
 
     async def _send(self, event: OutboundEvent) -> None:
         self.sent.append(event)
+        if self.echo_marks and isinstance(event, SendMark):
+            asyncio.get_running_loop().call_soon(self.player.on_mark, event.name)
 
     async def hear(self, *events: Any) -> None:
         for event in events:
@@ -215,6 +260,31 @@ async def test_a_failing_turn_gets_the_repeat_request_and_the_call_goes_on(
     assert any(isinstance(e, SendAudio) for e in c.sent)  # the apology was played
     assert len(c.pipeline.records) == 1
     assert c.session.agent.turns[-1] == AgentSay(phrases().say_again)
+
+
+async def test_a_call_greets_hears_and_ends_itself_after_a_hang_up_reply(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    pipeline = FakePipeline(tok, shop, ScriptedEngine(tok, call(tok, "end_call")))
+    c = Call(pipeline, echo_marks=True)
+    inbound = Inbound()
+    start = CallStarted(Protocol.TWILIO, "CA1", "MZ1", RATE_HZ)
+    running = asyncio.create_task(c.session.run(start, inbound, c.player))
+    await inbound.put(AudioReceived(np.zeros(160, np.int16), RATE_HZ, 0, 1))
+    await asyncio.sleep(0.05)
+    pipeline.listener.emit(final("thanks, bye"))
+    await asyncio.wait_for(running, 5.0)  # returns by itself: nobody hung up
+    await c.close()
+    assert pipeline.listener.fed == 160 and pipeline.listener.closed
+    assert pipeline.listener.agent_speaking  # told before each chunk
+    [turn] = c.session.turns
+    assert turn.reply is not None and turn.reply.kind is ReplyKind.HANG_UP
+    assert c.session.agent.turns[0] == AgentSay(c.session.greeting)
+    marks = [e.name for e in c.sent if isinstance(e, SendMark)]
+    assert len(marks) >= 2  # the greeting, then the goodbye, each played to its end
+    assert not c.player.speaking
+    leftover = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    assert not leftover, leftover
 
 
 def piece(index: int, sentence: str, duration_ms: float, heard_ms: float) -> SpokenPiece:

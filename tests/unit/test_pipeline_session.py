@@ -40,7 +40,7 @@ from voice_agent.pipeline import PipelineSession, SpokenPiece, heard_text
 from voice_agent.speech import PhraseCache
 from voice_agent.transports.call import Inbound
 from voice_agent.transports.player import AudioPlayer, PlaybackResult, Utterance
-from voice_agent.turn_record import Budgets, Mark, TurnRecord
+from voice_agent.turn_record import Budgets, DegradeAction, Mark, TurnRecord
 
 from .test_agent import BOOKING, MONDAY_10AM, TOKENIZER, ScriptedEngine, call, say
 
@@ -236,6 +236,29 @@ async def test_barge_in_while_the_reply_plays_clears_it_and_keeps_what_was_heard
     heard = c.session.agent.turns[-1]
     assert isinstance(heard, AgentSay)
     assert heard.text.startswith("We open at nine.") and len(heard.text) < len(line)
+
+
+async def test_a_late_reply_is_preceded_by_the_filler_which_stays_out_of_the_history(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    engine = ScriptedEngine(tok, say(tok, "We open at nine."))
+    engine.hold = asyncio.Event()  # the engine is stuck past the turn's deadline
+    c = Call(FakePipeline(tok, shop, engine))
+    await c.hear(final("when do you open"))
+    await asyncio.sleep(0.05)  # the fake clock jumps to the deadline: no reply audio yet
+    filler = c.pipeline.phrase_cache(RATE_HZ).get(phrases().one_moment)
+    assert filler is not None
+    sent = np.concatenate([e.samples for e in c.sent if isinstance(e, SendAudio)])
+    assert np.array_equal(sent, filler)
+    engine.hold.set()
+    await c.turn_done()
+    await c.close()
+    [record] = c.pipeline.records
+    assert [d.action for d in record.degrades] == [DegradeAction.PLAY_FILLER]
+    assert record.first_audio_sent_at_ms is not None
+    assert record.first_audio_sent_at_ms < (record.first_tts_audio_at_ms or 0)
+    assert phrases().one_moment not in [getattr(t, "text", "") for t in c.session.agent.turns]
+    assert c.session.agent.turns[-1] == AgentSay("We open at nine.")
 
 
 async def test_a_backchannel_over_the_agent_is_not_answered(

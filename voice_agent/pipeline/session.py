@@ -40,7 +40,7 @@ from voice_agent.latency import TurnTracker
 from voice_agent.pipeline.heard import SpokenPiece, heard_text
 from voice_agent.speech import SpeechChunk, speak_chunks
 from voice_agent.transports.call import Inbound
-from voice_agent.transports.player import AudioPlayer, PlayerClosed
+from voice_agent.transports.player import AudioPlayer, PlayerClosed, Utterance
 from voice_agent.turn_record import Mark, TurnRecord
 
 if TYPE_CHECKING:
@@ -253,6 +253,8 @@ class PipelineSession:
         respond.add_done_callback(lambda _: channel.close())
         reply: AgentReply | None = None
         agent_text, failed = "", False
+        fillers: list[Utterance] = []
+        filler = asyncio.create_task(self._filler(tracker, fillers))
         try:
             await self._speak(channel.pieces(), tracker)
             reply = await respond
@@ -264,8 +266,10 @@ class PipelineSession:
             self._agent.commit_spoken(agent_text)
             await self._say(agent_text)
         finally:
+            filler.cancel()
+            await asyncio.gather(filler, return_exceptions=True)
             await self._cancel(respond)
-            await self._finish_turn(number, caller_text, agent_text, reply, tracker,
+            await self._finish_turn(number, caller_text, agent_text, reply, tracker, fillers,
                                     self._agent.tools.records[tools_before:], failed)  # fmt: skip
         if reply is not None and reply.ends_call:
             log.info("call %s: the agent ends the call (%s)", self._call_id, reply.kind.value)
@@ -304,6 +308,18 @@ class PipelineSession:
         finally:
             await chunks.aclose()
 
+    async def _filler(self, tracker: TurnTracker, played: list[Utterance]) -> None:
+        """At the turn's deadline, play "one moment please" if no reply audio is ready
+        and the tracker's policy expects it late (recorded as a degrade). The filler is
+        not part of the agent's line: the history never holds it."""
+        await self._clock.sleep_until(tracker.turn_deadline_s)
+        if tracker.marked_s(Mark.FIRST_TTS_AUDIO) is None and tracker.should_play_filler():
+            rate = self.player.wire_rate_hz
+            audio = await self._p.phrase(self._phrases.one_moment, rate)
+            if tracker.marked_s(Mark.FIRST_TTS_AUDIO) is None:
+                with contextlib.suppress(PlayerClosed):
+                    played.append(self.player.play(audio, rate))
+
     @staticmethod
     async def _cancel(task: asyncio.Task[AgentReply]) -> None:
         if not task.done():
@@ -317,6 +333,7 @@ class PipelineSession:
         agent_text: str,
         reply: AgentReply | None,
         tracker: TurnTracker,
+        fillers: list[Utterance],
         tool_calls: list[ToolCallRecord],
         failed: bool,
     ) -> None:
@@ -329,8 +346,10 @@ class PipelineSession:
                     break
                 await asyncio.sleep(FRAME_MS / _MS_PER_S)
                 waited_s += FRAME_MS / _MS_PER_S
-        if first is not None and first.first_sent_at_s is not None:
-            tracker.mark(Mark.FIRST_AUDIO_SENT, first.first_sent_at_s)
+        heard_first = [*fillers, first] if first is not None else fillers
+        sent = [t for u in heard_first if (t := u.first_sent_at_s) is not None]
+        if sent:  # the first reply frame, speech or filler
+            tracker.mark(Mark.FIRST_AUDIO_SENT, min(sent))
         record = tracker.record()
         self._p.write_record(record)
         self.turns.append(TurnSummary(number, caller_text, agent_text, reply, tuple(tool_calls),

@@ -145,7 +145,7 @@ class Call:
         self.sent: list[OutboundEvent] = []
         self.player = AudioPlayer(self._send, RATE_HZ, pipeline.clock)
         self.session = PipelineSession(pipeline)  # type: ignore[arg-type]
-        self.session._player = self.player
+        self.session._attach(self.player)
         self.pacer = asyncio.create_task(self.player.run())
 
     async def _send(self, event: OutboundEvent) -> None:
@@ -201,7 +201,7 @@ async def test_barge_in_during_a_tool_call_generation_never_runs_the_tool(
     c = Call(FakePipeline(tok, shop, engine))
     await c.session._greet()
     await asyncio.sleep(0.05)  # the greeting's frames go out (fake clock)...
-    c.player.on_mark(c.session._line[0].utterance.id)  # ...and the caller heard it all
+    c.player.on_mark(c.session.voice.line[0].utterance.id)  # ...and the caller heard it all
     await c.hear(final("book me a brake check on wednesday at ten, ann lee"))
     await asyncio.sleep(0.05)
     assert c.session._reply_task is not None and not c.session._reply_task.done()
@@ -226,8 +226,8 @@ async def test_barge_in_while_the_reply_plays_clears_it_and_keeps_what_was_heard
     c = Call(FakePipeline(tok, shop, ScriptedEngine(tok, say(tok, line))))
     await c.hear(final("when do you open"))
     await c.turn_done()
-    first_sentence = [p for p in c.session._line if p.sentence_index == 0]
-    assert first_sentence and len(first_sentence) < len(c.session._line)
+    first_sentence = [p for p in c.session.voice.line if p.sentence_index == 0]
+    assert first_sentence and len(first_sentence) < len(c.session.voice.line)
     for p in first_sentence:  # the caller heard the first sentence to its end
         c.player.on_mark(p.utterance.id)
     await c.hear(BargeIn(3000, 3500))

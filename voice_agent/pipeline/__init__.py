@@ -3,8 +3,10 @@
 from voice_agent.pipeline.heard import SpokenPiece, heard_text
 from voice_agent.pipeline.pipeline import Pipeline, resolve_checkpoint
 from voice_agent.pipeline.session import PipelineSession, TurnSummary
+from voice_agent.pipeline.voice import AgentVoice
 
 __all__ = [
+    "AgentVoice",
     "Pipeline",
     "PipelineSession",
     "SpokenPiece",

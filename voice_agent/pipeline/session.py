@@ -1,15 +1,16 @@
 """One call through the pipeline: hearing, the agent, streaming speech, barge-in.
 
-    caller audio -> Listener (VAD, turns, ASR) -> Agent (engine, tools) -> speak_chunks
-                 -> AudioPlayer (paced frames, marks, clear)
+    caller audio -> Listener (VAD, turns, ASR) -> Agent (engine, tools)
+                 -> AgentVoice (streaming TTS, phrase cache) -> AudioPlayer (pacing, marks)
 
 Three tasks per call: the inbound reader (feeds the listener and tells it whether the
 agent is audible), the hearing loop (acts on speech events), and at most one reply in
 flight. A final transcript starts a reply: a `TurnTracker` from the end of the caller's
 speech, `Agent.respond` streaming its text into the synthesizer, each synthesized piece
-queued on the player as it comes. Barge-in clears the player, cancels the reply (the
-agent never runs a tool from a discarded generation) and keeps in the history only what
-the caller heard. A reply that ends the call (hang-up or hand-off) is played to its end,
+queued on the player as it comes, and "one moment please" at the turn's deadline when
+no reply audio is ready yet. Barge-in clears the player, cancels the reply (the agent
+never runs a tool from a discarded generation) and keeps in the history only what the
+caller heard. A reply that ends the call (hang-up or hand-off) is played to its end,
 then the session returns and the server closes the call. A turn that fails gets the
 repeat request instead of a dead call. Each turn's `TurnRecord` goes to the pipeline's
 JSON-lines file when the turn ends.
@@ -21,9 +22,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from voice_agent.agent import Agent, AgentReply, TextChannel, ToolCallRecord
 from voice_agent.audio import FRAME_MS
@@ -37,10 +37,9 @@ from voice_agent.hearing.events import (
 )
 from voice_agent.hearing.listener import Listener
 from voice_agent.latency import TurnTracker
-from voice_agent.pipeline.heard import SpokenPiece, heard_text
-from voice_agent.speech import SpeechChunk, speak_chunks
+from voice_agent.pipeline.voice import AgentVoice
 from voice_agent.transports.call import Inbound
-from voice_agent.transports.player import AudioPlayer, PlayerClosed, Utterance
+from voice_agent.transports.player import AudioPlayer, Utterance
 from voice_agent.turn_record import Mark, TurnRecord
 
 if TYPE_CHECKING:
@@ -52,8 +51,6 @@ LISTENER_CLOSE_S = 3.0
 """How long a call's end waits for a final transcript still decoding."""
 FIRST_FRAME_WAIT_S = 2.0
 """How long a turn waits for its first reply frame to go out before writing its record."""
-HANG_UP_GRACE_S = 2.0
-"""After a closing line's audio should have played, how long to wait for its mark."""
 _MS_PER_S = 1000.0
 
 
@@ -81,12 +78,10 @@ class PipelineSession:
         self._clock = pipeline.clock
         self._agent = pipeline.new_agent()
         self._phrases = self._agent.phrases
-        self._player: AudioPlayer | None = None
+        self._voice: AgentVoice | None = None
         self._call_id = ""
         self._ended = asyncio.Event()
         self._reply_task: asyncio.Task[None] | None = None
-        self._line: list[SpokenPiece] = []
-        """The agent line being spoken: what `heard_text` reads on barge-in."""
         self._speech_ended: SpeechEnded | None = None
         self._fed_ms = 0.0
         self._fed_at_s = 0.0
@@ -100,14 +95,20 @@ class PipelineSession:
         return self._agent
 
     @property
-    def player(self) -> AudioPlayer:
-        if self._player is None:
+    def voice(self) -> AgentVoice:
+        if self._voice is None:
             raise RuntimeError("the session is not running")
-        return self._player
+        return self._voice
+
+    def _attach(self, player: AudioPlayer) -> None:
+        rate = player.wire_rate_hz
+        self._voice = AgentVoice(player, self._p.synthesizer, self._p.phrase_cache(rate),
+                                 self._p.phrase, self._clock)  # fmt: skip
 
     async def run(self, call: CallStarted, inbound: Inbound, player: AudioPlayer) -> None:
         """Greet, then converse until the caller hangs up or the agent ends the call."""
-        self._player, self._call_id = player, call.call_id
+        self._attach(player)
+        self._call_id = call.call_id
         self._fed_at_s = self._clock.now()
         listener = self._p.new_listener(call.sample_rate_hz)
         hearing = asyncio.create_task(self._hear(listener), name=f"hear-{call.call_id}")
@@ -135,7 +136,7 @@ class PipelineSession:
             if isinstance(event, DtmfReceived):
                 log.info("call %s: key %s (no keypad menu)", self._call_id, event.digit)
             elif isinstance(event, AudioReceived):
-                listener.set_agent_speaking(self.player.speaking)
+                listener.set_agent_speaking(self.voice.speaking)
                 try:
                     listener.feed(event.samples)
                 except (TypeError, ValueError) as exc:
@@ -174,21 +175,14 @@ class PipelineSession:
             log.warning("call %s: transcription failed: %s", self._call_id, event.reason)
             self._speech_ended = None
             idle = self._reply_task is None or self._reply_task.done()
-            if idle and not self.player.speaking:
-                await self._say(self._phrases.say_again)
+            if idle and not self.voice.speaking:
+                await self.voice.say(self._phrases.say_again)
 
     # ------------------------------------------------------------------ speaking
 
     async def _greet(self) -> None:
         self.greeting = self._agent.greet()
-        await self._say(self.greeting)
-
-    async def _say(self, text: str) -> None:
-        """Queue a fixed phrase as the agent's current line."""
-        rate = self.player.wire_rate_hz
-        audio = await self._p.phrase(text, rate)
-        with contextlib.suppress(PlayerClosed):
-            self._line = [SpokenPiece(self.player.play(audio, rate), 0, text)]
+        await self.voice.say(self.greeting)
 
     async def _interrupt(self) -> None:
         """Stop the agent (barge-in): see `_stop`."""
@@ -203,10 +197,9 @@ class PipelineSession:
             self._agent.cancel()
             reply.cancel()
             await asyncio.gather(reply, return_exceptions=True)
-        if busy or self.player.speaking:
-            await self.player.clear()
-            self._agent.commit_spoken(heard_text(self._line))
-        self._line = []
+        if busy or self.voice.speaking:
+            self._agent.commit_spoken(await self.voice.clear())
+        self.voice.new_line()
 
     async def _cancel_reply(self) -> None:
         task, self._reply_task = self._reply_task, None
@@ -243,7 +236,6 @@ class PipelineSession:
         previous: asyncio.Task[None] | None,
     ) -> None:
         await self._stop(previous)  # the caller said more while a reply was under way
-        self._line = []
         tools_before = len(self._agent.tools.records)
         tracker.admit(self._p.engine.queue_depth)
         channel = TextChannel()
@@ -253,10 +245,9 @@ class PipelineSession:
         respond.add_done_callback(lambda _: channel.close())
         reply: AgentReply | None = None
         agent_text, failed = "", False
-        fillers: list[Utterance] = []
-        filler = asyncio.create_task(self._filler(tracker, fillers))
+        filler = asyncio.create_task(self.voice.filler(self._phrases.one_moment, tracker))
         try:
-            await self._speak(channel.pieces(), tracker)
+            await self.voice.speak(channel.pieces(), tracker)
             reply = await respond
             agent_text = reply.text
         except Exception:
@@ -264,61 +255,19 @@ class PipelineSession:
             failed, agent_text = True, self._phrases.say_again
             await self._cancel(respond)
             self._agent.commit_spoken(agent_text)
-            await self._say(agent_text)
+            await self.voice.say(agent_text)
         finally:
-            filler.cancel()
-            await asyncio.gather(filler, return_exceptions=True)
+            if not filler.done():
+                filler.cancel()
+            fillers = [u for u in await asyncio.gather(filler, return_exceptions=True)
+                       if isinstance(u, Utterance)]  # fmt: skip
             await self._cancel(respond)
             await self._finish_turn(number, caller_text, agent_text, reply, tracker, fillers,
                                     self._agent.tools.records[tools_before:], failed)  # fmt: skip
         if reply is not None and reply.ends_call:
             log.info("call %s: the agent ends the call (%s)", self._call_id, reply.kind.value)
-            await self._played_out()
+            await self.voice.played_out()
             self._ended.set()
-
-    async def _speak(self, text: AsyncIterator[str], tracker: TurnTracker) -> None:
-        """Synthesize the streamed reply sentence by sentence; queue each piece at once.
-
-        A reply that starts with a whole fixed phrase (the repeat request, a tool's
-        apology) plays that phrase from the cache instead of waiting for synthesis."""
-        rate = self.player.wire_rate_hz
-        pieces = aiter(text)
-        first = await anext(pieces, None)
-        if first is None:
-            return
-        tracker.mark(Mark.TTS_START)  # the first text handed on toward the synthesizer
-        cached = self._p.phrase_cache(rate).get(first.strip())
-        if cached is None:
-            rest: AsyncIterator[str] = _prepend(first, pieces)
-        else:
-            tracker.mark(Mark.FIRST_TTS_AUDIO)
-            self._line.append(SpokenPiece(self.player.play(cached, rate), 0, first.strip()))
-            rest = pieces
-        offset = len(self._line)
-        chunks = cast(  # an async generator: closing it stops the synthesis thread
-            AsyncGenerator[SpeechChunk, None],
-            speak_chunks(rest, self._p.synthesizer, rate),
-        )
-        try:
-            async for chunk in chunks:
-                tracker.mark(Mark.FIRST_TTS_AUDIO)
-                utterance = self.player.play(chunk.samples, chunk.sample_rate_hz)
-                index = offset + chunk.sentence_index
-                self._line.append(SpokenPiece(utterance, index, chunk.sentence))
-        finally:
-            await chunks.aclose()
-
-    async def _filler(self, tracker: TurnTracker, played: list[Utterance]) -> None:
-        """At the turn's deadline, play "one moment please" if no reply audio is ready
-        and the tracker's policy expects it late (recorded as a degrade). The filler is
-        not part of the agent's line: the history never holds it."""
-        await self._clock.sleep_until(tracker.turn_deadline_s)
-        if tracker.marked_s(Mark.FIRST_TTS_AUDIO) is None and tracker.should_play_filler():
-            rate = self.player.wire_rate_hz
-            audio = await self._p.phrase(self._phrases.one_moment, rate)
-            if tracker.marked_s(Mark.FIRST_TTS_AUDIO) is None:
-                with contextlib.suppress(PlayerClosed):
-                    played.append(self.player.play(audio, rate))
 
     @staticmethod
     async def _cancel(task: asyncio.Task[AgentReply]) -> None:
@@ -338,7 +287,7 @@ class PipelineSession:
         failed: bool,
     ) -> None:
         interrupted = reply is None and not failed
-        first = self._line[0].utterance if self._line else None
+        first = self.voice.first
         if first is not None and not interrupted:
             waited_s = 0.0
             while first.first_sent_at_s is None and not first.heard.done():
@@ -354,16 +303,3 @@ class PipelineSession:
         self._p.write_record(record)
         self.turns.append(TurnSummary(number, caller_text, agent_text, reply, tuple(tool_calls),
                                       record, interrupted, failed))  # fmt: skip
-
-    async def _played_out(self) -> None:
-        """Wait until the caller has heard the current line (bounded by its length)."""
-        pending = [p.utterance.heard for p in self._line if not p.utterance.heard.done()]
-        if pending:
-            total_s = sum(p.utterance.duration_ms for p in self._line) / _MS_PER_S
-            await asyncio.wait(pending, timeout=total_s + HANG_UP_GRACE_S)
-
-
-async def _prepend(first: str, rest: AsyncIterator[str]) -> AsyncIterator[str]:
-    yield first
-    async for piece in rest:
-        yield piece

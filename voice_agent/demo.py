@@ -36,6 +36,8 @@ FIRST_GAP_S = 6.0
 GAP_S = 8.0
 """Silence after each line: room for the agent's reply before the caller goes on."""
 TAIL_S = 0.2
+DETAIL_CHARS = 90
+"""Degrade details (e.g. an unparseable answer) are cut to this many characters."""
 REPLY_RATE_HZ = 8000
 TABLE_STAGES = (
     Stage.END_OF_TURN,
@@ -139,10 +141,15 @@ def conversation_lines(result: DemoResult) -> list[str]:
         note = " [interrupted]" if turn.interrupted else " [failed]" if turn.failed else ""
         kind = ""
         if turn.reply is not None:
-            why = ", ".join(f"{d.kind.value} {d.detail}".strip() for d in turn.reply.degrades)
+            why = ", ".join(_short(f"{d.kind.value} {d.detail}") for d in turn.reply.degrades)
             kind = f" ({turn.reply.kind.value}{': ' + why if why else ''})"
         lines.append(f"agent:  {turn.agent_text}{kind}{note}")
     return lines
+
+
+def _short(text: str, limit: int = DETAIL_CHARS) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def latency_table(result: DemoResult) -> list[str]:

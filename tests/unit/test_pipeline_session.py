@@ -261,6 +261,23 @@ async def test_a_late_reply_is_preceded_by_the_filler_which_stays_out_of_the_his
     assert c.session.agent.turns[-1] == AgentSay("We open at nine.")
 
 
+async def test_each_transcript_is_timed_from_the_end_of_its_own_turn(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    engine = ScriptedEngine(tok, say(tok, "One."), say(tok, "Two."))
+    c = Call(FakePipeline(tok, shop, engine))
+    # Both turns end before the first transcript is ready (a slow recognizer).
+    await c.hear(SpeechEnded(0, 1000, 1400), SpeechEnded(2000, 3000, 3700))
+    await c.hear(final("first"))
+    await c.turn_done()
+    await c.hear(final("second"))
+    await c.turn_done()
+    await c.close()
+    first, second = c.pipeline.records
+    assert first.end_of_turn_at_ms == pytest.approx(400)
+    assert second.end_of_turn_at_ms == pytest.approx(700)
+
+
 async def test_a_backchannel_over_the_agent_is_not_answered(
     tok: TextTokenizer, shop: ShopContext
 ) -> None:

@@ -19,6 +19,7 @@ JSON-lines file when the turn ends.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
@@ -82,7 +83,8 @@ class PipelineSession:
         self._call_id = ""
         self._ended = asyncio.Event()
         self._reply_task: asyncio.Task[None] | None = None
-        self._speech_ended: SpeechEnded | None = None
+        self._speech_ended: collections.deque[SpeechEnded] = collections.deque()
+        """Turns heard whose transcript has not come yet (finals come in turn order)."""
         self._fed_ms = 0.0
         self._fed_at_s = 0.0
         self._turns = 0
@@ -164,16 +166,17 @@ class PipelineSession:
             log.info("call %s: barge-in at %d ms", self._call_id, event.detected_ms)
             await self._interrupt()
         elif isinstance(event, SpeechEnded):
-            self._speech_ended = event
+            self._speech_ended.append(event)
         elif isinstance(event, FinalTranscript):
-            ended, self._speech_ended = self._speech_ended, None
+            ended = self._speech_ended.popleft() if self._speech_ended else None
             if ended is not None and ended.during_agent_speech and not ended.barged_in:
                 log.info("call %s: backchannel %r not answered", self._call_id, event.text)
             elif event.text.strip():
                 self._start_reply(event.text, ended)
         elif isinstance(event, TranscriptionFailed):
             log.warning("call %s: transcription failed: %s", self._call_id, event.reason)
-            self._speech_ended = None
+            if self._speech_ended:
+                self._speech_ended.popleft()
             idle = self._reply_task is None or self._reply_task.done()
             if idle and not self.voice.speaking:
                 await self.voice.say(self._phrases.say_again)

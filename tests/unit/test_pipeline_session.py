@@ -278,13 +278,21 @@ async def test_each_transcript_is_timed_from_the_end_of_its_own_turn(
     assert second.end_of_turn_at_ms == pytest.approx(700)
 
 
-async def test_a_backchannel_over_the_agent_is_not_answered(
+async def test_a_backchannel_over_the_agent_is_not_answered_speech_after_its_line_is(
     tok: TextTokenizer, shop: ShopContext
 ) -> None:
-    c = Call(FakePipeline(tok, shop, ScriptedEngine(tok)))
-    await c.hear(SpeechEnded(0, 300, 700, during_agent_speech=True), final("mhm"))
-    await c.close()
+    c = Call(FakePipeline(tok, shop, ScriptedEngine(tok, say(tok, "Sure."))))
+    await c.session._greet()
+    await asyncio.sleep(0.05)  # the greeting is out, not yet heard to its end
+    mhm = SpeechEnded(0, 300, 700, during_agent_speech=True)
+    await c.hear(mhm, final("mhm"))
     assert c.session._reply_task is None and not c.session.turns
+    c.player.on_mark(c.session.voice.line[0].utterance.id)  # the greeting has ended
+    await c.hear(SpeechEnded(0, 2500, 2900, during_agent_speech=True), final("so, about my bike"))
+    await c.turn_done()
+    await c.close()
+    [turn] = c.session.turns
+    assert turn.caller_text == "so, about my bike" and turn.agent_text == "Sure."
 
 
 async def test_a_failing_turn_gets_the_repeat_request_and_the_call_goes_on(

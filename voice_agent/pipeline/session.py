@@ -169,7 +169,7 @@ class PipelineSession:
             self._speech_ended.append(event)
         elif isinstance(event, FinalTranscript):
             ended = self._speech_ended.popleft() if self._speech_ended else None
-            if ended is not None and ended.during_agent_speech and not ended.barged_in:
+            if self._backchannel(ended):
                 log.info("call %s: backchannel %r not answered", self._call_id, event.text)
             elif event.text.strip():
                 self._start_reply(event.text, ended)
@@ -180,6 +180,14 @@ class PipelineSession:
             idle = self._reply_task is None or self._reply_task.done()
             if idle and not self.voice.speaking:
                 await self.voice.say(self._phrases.say_again)
+
+    def _backchannel(self, ended: SpeechEnded | None) -> bool:
+        """Speech that began over the agent without interrupting it, while the agent is
+        still talking ("mhm", "ok"): not a turn. Once the agent's line is over, the
+        same speech is the caller's turn (they talked on after the agent finished)."""
+        if ended is None or not ended.during_agent_speech or ended.barged_in:
+            return False
+        return self.voice.speaking
 
     # ------------------------------------------------------------------ speaking
 

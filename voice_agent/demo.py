@@ -23,7 +23,7 @@ from voice_agent.simulator import CallSummary, simulate_call
 from voice_agent.speech import Synthesizer, default_synthesizer
 from voice_agent.transports.call import CallSession, SessionFactory
 from voice_agent.transports.server import TWILIO_PATH, VoiceServer
-from voice_agent.turn_record import Stage
+from voice_agent.turn_record import DegradeAction, Stage
 from voice_agent.wav import write_wav
 
 DEMO_LINES = (
@@ -153,9 +153,11 @@ def _short(text: str, limit: int = DETAIL_CHARS) -> str:
 
 
 def latency_table(result: DemoResult) -> list[str]:
-    """Per turn: each stage's duration (ms) from the turn record, and what the simulated
-    caller measured (end of their speech to the first reply audio they heard)."""
-    heads = ["turn", *(s.value for s in TABLE_STAGES), "heard_ms"]
+    """Per turn: each stage's duration (ms) from the turn record, whether the filler
+    played (then `send` counts from the reply's first audio to the filler's first frame,
+    so it is negative), and what the simulated caller measured (end of their speech to
+    the first reply audio they heard)."""
+    heads = ["turn", *(s.value for s in TABLE_STAGES), "filler", "heard_ms"]
     rows = [heads]
     for i, turn in enumerate(result.turns):
         heard = result.summary.first_reply_ms
@@ -163,6 +165,8 @@ def latency_table(result: DemoResult) -> list[str]:
         for stage in TABLE_STAGES:
             ms = turn.record.duration_ms(stage)
             cells.append("-" if ms is None else f"{ms:.0f}")
+        filler = any(d.action is DegradeAction.PLAY_FILLER for d in turn.record.degrades)
+        cells.append("yes" if filler else "-")
         cells.append(str(heard[i]) if i < len(heard) and heard[i] is not None else "-")
         rows.append(cells)
     widths = [max(len(row[c]) for row in rows) for c in range(len(heads))]

@@ -65,6 +65,19 @@ class BrokenEngine:
         yield ()  # pragma: no cover
 
 
+class HeldEngine:
+    """The scripted engine, held before its first block until `gate` is set."""
+
+    def __init__(self, inner: ScriptedEngine) -> None:
+        self.inner = inner
+        self.gate = asyncio.Event()
+
+    async def stream_result(self, request: Request) -> AsyncIterator[tuple[int, ...] | Generation]:
+        await self.gate.wait()
+        async for item in self.inner.stream_result(request):
+            yield item
+
+
 class FakePipeline:
     """What a session uses of `Pipeline`, with the engine and TTS doubles above."""
 
@@ -241,16 +254,15 @@ async def test_barge_in_while_the_reply_plays_clears_it_and_keeps_what_was_heard
 async def test_a_late_reply_is_preceded_by_the_filler_which_stays_out_of_the_history(
     tok: TextTokenizer, shop: ShopContext
 ) -> None:
-    engine = ScriptedEngine(tok, say(tok, "We open at nine."))
-    engine.hold = asyncio.Event()  # the engine is stuck past the turn's deadline
+    engine = HeldEngine(ScriptedEngine(tok, say(tok, "We open at nine.")))
     c = Call(FakePipeline(tok, shop, engine))
     await c.hear(final("when do you open"))
-    await asyncio.sleep(0.05)  # the fake clock jumps to the deadline: no reply audio yet
+    await asyncio.sleep(0.05)  # the fake clock jumps to the deadline: no reply text yet
     filler = c.pipeline.phrase_cache(RATE_HZ).get(phrases().one_moment)
     assert filler is not None
     sent = np.concatenate([e.samples for e in c.sent if isinstance(e, SendAudio)])
     assert np.array_equal(sent, filler)
-    engine.hold.set()
+    engine.gate.set()
     await c.turn_done()
     await c.close()
     [record] = c.pipeline.records

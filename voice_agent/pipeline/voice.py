@@ -102,10 +102,12 @@ class AgentVoice:
             await chunks.aclose()
 
     async def filler(self, text: str, tracker: TurnTracker) -> Utterance | None:
-        """At the turn's deadline, play `text` if no reply audio is ready and the
-        tracker's policy expects it late (the tracker records the degrade)."""
+        """At the turn's deadline, play `text` if the reply's text has not started yet
+        and the tracker's policy expects the first audio late (the tracker records the
+        degrade). Once the synthesizer has the reply's first words the reply is a
+        sentence away; a filler queued ahead of it would only delay it."""
         await self._clock.sleep_until(tracker.turn_deadline_s)
-        if tracker.marked_s(Mark.FIRST_TTS_AUDIO) is not None or not tracker.should_play_filler():
+        if tracker.marked_s(Mark.TTS_START) is not None or not tracker.should_play_filler():
             return None
         rate = self.player.wire_rate_hz
         audio = await self._phrase(text, rate)

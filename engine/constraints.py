@@ -49,6 +49,7 @@ NUMBER_SAID = re.compile(r"\d(?:(?:, |[ -])?\d)*")
 """A number in the prompt: digits, possibly read out one by one ("4 1 7 2", "4-1-7-2",
 "4, 1, 7, 2")."""
 WORD = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
+AGENT_SPEECH = re.compile(rf"{re.escape(Special.SAY)}[^<]*")
 PHRASE_BREAK = re.compile(r"[.,!?;:]|<[^<>\s]+>")
 """Phrases never span punctuation or a special token (`<caller>`, `<result>`, ...)."""
 MAX_PHRASE_WORDS = 4
@@ -339,7 +340,9 @@ class CallPlan:
         self.grammar = grammar
         self.last_call_start = limit - grammar.max_call_tokens - 1
         self.grounded = grammar.grounded_tokens(prompt_ids)
-        self.prompt_text = grammar.tok.decode(prompt_ids)
+        self.prompt_text = AGENT_SPEECH.sub(" . ", grammar.tok.decode(prompt_ids))
+        """What grounded values may be copied from: the prompt without the agent's own
+        speech (a value the agent said first, the caller never confirmed)."""
         self.said: dict[Slot, Slot] = {}
         """Grounded digit and text slots → choices among what the prompt says."""
         for slots in grammar.slots.values():

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from engine.batching import Engine
 from engine.config import ModelConfig
-from engine.constraints import CallGrammar, Fixed
+from engine.constraints import CallGrammar, CallPlan, Fixed
 from engine.generate import FinishReason, Generation, Request, generate
 from engine.model import DiffusionLM
 from engine.schedule import Schedule
@@ -246,3 +246,14 @@ def test_a_grounded_number_is_copied_whole_from_the_prompt(
         if "order_number" in args:
             numbers.add(args["order_number"])
     assert numbers and numbers <= {"4172", "90215"}
+
+
+def test_values_the_agent_said_itself_are_not_grounds(
+    tok: TextTokenizer, grammar: CallGrammar
+) -> None:
+    prompt = (f"{Special.BOS}{Special.CALLER} where is my order{Special.AGENT}{Special.SAY} "
+              f"is it 5 5 1 0?{Special.CALLER} yes{Special.AGENT}")  # fmt: skip
+    plan = CallPlan(grammar, tuple(tok.encode(prompt)), 80)
+    assert "order_status" not in plan.feasible  # only the agent said a number
+    heard = prompt.replace(" yes", " yes 5 5 1 0")
+    assert "order_status" in CallPlan(grammar, tuple(tok.encode(heard)), 80).feasible

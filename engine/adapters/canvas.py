@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from engine.adapters.steps import Pacer, banned_ids, close_after_eos, commit, cut_at_eos
+from engine.adapters.steps import Pacer, banned_ids, close_after_eos, commit, end_block
 from engine.generate import FinishReason, Generation
 from engine.schedule import Schedule
 
@@ -90,14 +90,8 @@ def canvas_generate(
             decided += int(chosen.sum())
             close_after_eos(block, open_, rules.eos_ids)
             pacer.after_step(clock() - t0)
-        tokens, ended = cut_at_eos(block.tolist(), rules.eos_ids)
-        answer += tokens
-        if ended:
-            finish = FinishReason.EOS
-            break
-        if len(answer) >= schedule.max_new_tokens:
-            break
-        if pacer.out_of_time(clock()):
-            finish = FinishReason.DEADLINE
+        stop = end_block(answer, block.tolist(), rules.eos_ids, schedule, pacer, clock())
+        if stop is not None:
+            finish = stop
             break
     return Generation(tuple(answer), finish, pacer.forced, forwards, decided, clock() - start)

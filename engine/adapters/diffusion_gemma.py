@@ -34,7 +34,7 @@ from engine.adapters.base import (
     load_tokenizer,
     transformers,
 )
-from engine.adapters.steps import Pacer, banned_ids, close_after_eos, commit, cut_at_eos
+from engine.adapters.steps import Pacer, banned_ids, close_after_eos, commit, end_block
 from engine.generate import FinishReason, Generation
 from engine.schedule import Schedule
 
@@ -105,15 +105,9 @@ class DiffusionGemmaAdapter:
                 noise = torch.randint(vocab, (n,), generator=rng)
                 canvas = torch.where(open_, noise, canvas)  # renoise what is not accepted
                 pacer.after_step(clock() - t0)
-            tokens, ended = cut_at_eos(canvas.tolist(), self.eos_ids)
-            answer += tokens
-            if ended:
-                finish = FinishReason.EOS
-                break
-            if len(answer) >= schedule.max_new_tokens:
-                break
-            if pacer.out_of_time(clock()):
-                finish = FinishReason.DEADLINE
+            stop = end_block(answer, canvas.tolist(), self.eos_ids, schedule, pacer, clock())
+            if stop is not None:
+                finish = stop
                 break
             fresh = canvas[None]
         return Generation(tuple(answer), finish, pacer.forced, forwards, decided, clock() - start_s)

@@ -32,7 +32,7 @@ from engine.adapters.base import (
     load_tokenizer,
     transformers,
 )
-from engine.adapters.steps import Pacer, banned_ids, close_after_eos, commit, cut_at_eos
+from engine.adapters.steps import Pacer, banned_ids, close_after_eos, commit, end_block
 from engine.generate import FinishReason, Generation
 from engine.schedule import Schedule
 
@@ -111,15 +111,10 @@ class SDARAdapter:
                 decided += int(chosen.sum())
                 close_after_eos(block, open_, self.eos_ids)
                 pacer.after_step(clock() - t0)
-            tokens, ended = cut_at_eos(block.tolist()[len(tail) :], self.eos_ids)
-            answer += tokens
-            if ended:
-                finish = FinishReason.EOS
-                break
-            if len(answer) >= schedule.max_new_tokens:
-                break
-            if pacer.out_of_time(clock()):
-                finish = FinishReason.DEADLINE
+            produced = block.tolist()[len(tail) :]
+            stop = end_block(answer, produced, self.eos_ids, schedule, pacer, clock())
+            if stop is not None:
+                finish = stop
                 break
             self._forward(block.tolist(), pos, cache, store=True)
             forwards += 1

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from engine.generate import STEP_TIME_SMOOTHING
+from engine.generate import STEP_TIME_SMOOTHING, FinishReason
 from engine.schedule import Schedule, confidence, positions_to_commit
 
 
@@ -102,3 +102,24 @@ def cut_at_eos(tokens: list[int], eos_ids: Collection[int]) -> tuple[list[int], 
         if t in eos_ids:
             return tokens[:i], True
     return tokens, False
+
+
+def end_block(
+    answer: list[int],
+    block: list[int],
+    eos_ids: Collection[int],
+    schedule: Schedule,
+    pacer: Pacer,
+    now_s: float,
+) -> FinishReason | None:
+    """Append a finished block's tokens (up to EOS) to `answer`; the reason to stop after
+    it, or None to decode another block."""
+    tokens, ended = cut_at_eos(block, eos_ids)
+    answer += tokens
+    if ended:
+        return FinishReason.EOS
+    if len(answer) >= schedule.max_new_tokens:
+        return FinishReason.LENGTH
+    if pacer.out_of_time(now_s):
+        return FinishReason.DEADLINE
+    return None

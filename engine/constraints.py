@@ -110,8 +110,7 @@ class CallGrammar:
         self.prefix = tok.encode('{"name": "')
         self.slots = {name: [_slot(key, field, tok, self.gap) for key, field in _required(model)]
                       for name, model in tools.items()}  # fmt: skip
-        self._texts = [tok.decode([i]) for i in range(tok.vocab_size)]
-        self.text_allowed = _text_tokens(tok, self._texts)
+        self.text_allowed = _text_tokens(tok, [tok.decode([i]) for i in range(tok.vocab_size)])
         self.digit_allowed = _digit_tokens(tok)
         self.closing = [tok.ids.eos, tok.ids.call, tok.ids.say]
         """Tokens that would end or replace a call: banned before a laid-out call."""
@@ -171,23 +170,12 @@ class CallGrammar:
         longest = max(len(self.tool_layout(name)) for name in self.tools)
         return len(self.name_layout()) + longest + 1
 
-    def grounded_tokens(self, prompt_ids: tuple[int, ...]) -> Tensor:
-        """(vocab,) bool: text tokens whose text occurs in the prompt. By text, not by id:
-        a name inside a sentence is tokenized with its leading space, alone without."""
-        prompt = self.tok.decode(prompt_ids)
-        grounded = torch.zeros_like(self.text_allowed)
-        for i in self.text_allowed.nonzero().flatten().tolist():
-            grounded[i] = self._texts[i] in prompt
-        return grounded
-
-    def allowed(self, cell: SlotCell, grounded: Tensor) -> Tensor:
-        """(vocab,) bool of tokens allowed at a text or digit slot position; `grounded`
-        comes from `grounded_tokens` for the request's prompt."""
+    def allowed(self, cell: SlotCell) -> Tensor:
+        """(vocab,) bool of tokens allowed at a free text or digit slot position (grounded
+        slots are choices among what the prompt says instead: see `said`)."""
         slot = cell.slot
         base = self.digit_allowed if slot.kind is SlotKind.DIGITS else self.text_allowed
         allowed = base.clone()
-        if slot.grounded:
-            allowed &= grounded
         if slot.kind is SlotKind.DIGITS and not slot.quoted and cell.offset == 0:
             allowed[self.tok.id("0") if _has(self.tok, "0") else self.gap] = False
         allowed[self.gap] = cell.offset >= slot.min_tokens
@@ -339,7 +327,6 @@ class CallPlan:
         call would not end within it."""
         self.grammar = grammar
         self.last_call_start = limit - grammar.max_call_tokens - 1
-        self.grounded = grammar.grounded_tokens(prompt_ids)
         self.prompt_text = AGENT_SPEECH.sub(" . ", grammar.tok.decode(prompt_ids))
         """What grounded values may be copied from: the prompt without the agent's own
         speech (a value the agent said first, the caller never confirmed)."""
@@ -394,7 +381,7 @@ class CallPlan:
                 start = pos - cell.offset
                 enums.setdefault(start, (cell.slot, {}))[1][cell.offset] = log_probs[j]
             elif isinstance(cell, SlotCell):
-                banned[j] = ~self.grammar.allowed(cell, self.grounded)
+                banned[j] = ~self.grammar.allowed(cell)
         placed, laid_out = 0, False
         for start, (slot, seen) in enums.items():
             among = self.feasible if slot is self.grammar.name_slot else self._mentioned(slot)

@@ -25,23 +25,20 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.baselines import autoregressive
-from engine.checkpoint import ModelCard, save
+from engine.checkpoint import Checkpoint, ModelCard, save
 from engine.config import preset
 from engine.constraints import CallGrammar
-from engine.generate import Request, generate
 from engine.model import DiffusionLM
-from engine.schedule import Schedule
 from engine.tokenizer import TextTokenizer
 from engine.train import Example
 from engine.trainer import TrainSettings, train
+from scripts.eval_brain import run_ar, run_engine
 from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.brain.dialogues import Example as Step
 from voice_agent.brain.dialogues import generate as dialogues
 from voice_agent.brain.dialogues import misfit
 from voice_agent.brain.format import ANSWER_TOKENS, PromptTooLongError
 from voice_agent.brain.phrasing import Split
-from voice_agent.brain.scoring import Scorer
 
 TRAIN_SEED, EVAL_SEED = 1, 2
 WINDOW = 256
@@ -69,30 +66,10 @@ def encode(steps: list[Step], tok: TextTokenizer, grammar: CallGrammar, prompt_t
     return kept, dropped
 
 
-def score(model: DiffusionLM, kind: str, tok: TextTokenizer, grammar: CallGrammar,
-          steps: list[Step], prompt_tokens: int) -> dict[str, object]:  # fmt: skip
-    """Held-out figures for the training log and model card (full report: eval_brain.py)."""
-    scorer = Scorer(ARGUMENT_MODELS)
-    forwards = decided = 0
-    t0 = time.monotonic()
-    for step in steps:
-        try:
-            prompt = tok.encode(step.prompt(tok, prompt_tokens))
-        except PromptTooLongError:
-            continue
-        if kind == "diffusion":
-            schedule = Schedule(threshold=0.9, max_new_tokens=ANSWER_TOKENS, effort=step.effort)
-            g = generate(model, tok.ids, Request(tuple(prompt), schedule, grammar=grammar),
-                         time.monotonic)  # fmt: skip
-        else:
-            g = autoregressive(model, tok.ids, prompt, ANSWER_TOKENS, time.monotonic)
-        forwards += g.forwards
-        decided += g.decided_tokens
-        scorer.add(step, tok.decode(g.token_ids))
-    report = scorer.report()
-    report["tokens_per_forward"] = round(decided / max(1, forwards), 2)
-    report["ms_per_answer"] = round(1000 * (time.monotonic() - t0) / max(1, scorer.answers), 1)
-    return report
+def held_out(ck: Checkpoint, steps: list[Step], prompt_tokens: int) -> dict[str, object]:
+    """Held-out figures for the training log and model card (scripts/eval_brain.py's)."""
+    run = run_engine if ck.card.kind == "diffusion" else run_ar
+    return run(ck, steps, prompt_tokens)
 
 
 def main() -> None:
@@ -158,8 +135,10 @@ def main() -> None:
         "train_examples": len(examples),
         "dropped_examples": dict(dropped),
         "prompt_tokens": args.prompt_tokens,
-        "heldout": score(
-            model.cpu(), args.kind, tok, grammar, heldout[: args.eval_examples], args.prompt_tokens
+        "heldout": held_out(
+            Checkpoint(model.cpu(), tok, ModelCard(config, args.kind)),
+            heldout[: args.eval_examples],
+            args.prompt_tokens,
         ),
     }
     notes = (f"bike-shop calls from voice_agent/brain/dialogues.py: {args.dialogues} train "

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+MAX_REASON_BYTES = 123
+"""RFC 6455: a close frame's reason is at most 123 bytes of UTF-8."""
+
 
 class CloseCode(IntEnum):
     NORMAL = 1000
@@ -38,5 +41,6 @@ class ProtocolError(Exception):
     def __init__(self, code: CloseCode, reason: str) -> None:
         super().__init__(f"{code.name} ({int(code)}): {reason}")
         self.code = code
-        # RFC 6455 limits a close reason to 123 bytes of UTF-8.
-        self.reason = reason.encode()[:123].decode(errors="ignore")
+        # RFC 6455 limits a close reason to 123 bytes of UTF-8. A reason may quote the
+        # peer's own text, which can hold lone surrogates ("\ud800" in JSON): replace them.
+        self.reason = reason.encode(errors="replace")[:MAX_REASON_BYTES].decode(errors="ignore")

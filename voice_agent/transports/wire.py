@@ -22,12 +22,19 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 def parse_json_object(message: str) -> dict[str, Any]:
     """Parse a text frame that must hold one JSON object.
 
-    Raises ProtocolError(INVALID_PAYLOAD) for malformed JSON or any other JSON value.
+    Raises ProtocolError(INVALID_PAYLOAD) for malformed JSON, JSON Python refuses to
+    hold (an integer of more than 4300 digits, nesting deeper than the recursion limit)
+    or any JSON value other than an object.
     """
     try:
         data = json.loads(message)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        if isinstance(exc, json.JSONDecodeError):
+            detail = exc.msg
+        elif isinstance(exc, RecursionError):
+            detail = "nested too deeply"
+        else:
+            detail = "a number too long"
         raise ProtocolError(CloseCode.INVALID_PAYLOAD, f"malformed JSON: {detail}") from None
     if not isinstance(data, dict):
         raise ProtocolError(

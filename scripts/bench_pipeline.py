@@ -1,0 +1,108 @@
+"""Voice-to-voice latency of the whole pipeline, one call and 4 and 8 calls at once.
+
+    python scripts/bench_pipeline.py --json out/bench_pipeline.json
+
+A `voice-agent serve` process on loopback (the embedded defaults: Whisper tiny.en, the
+shipped brain, Piper) answers scripted bike-shop calls (scripts/calls.py: caller lines
+spoken by Piper, streamed through the Twilio protocol at real time). Voice to voice is
+what each simulated caller heard: from the end of their speech in the stream to the
+first non-silent reply frame (a filler counts: it is what the caller hears). The stage
+breakdown comes from the server's turn records. `single` places the calls one after the
+other until at least `--turns` turns; `concurrent` places N calls at once (staggered by
+`--stagger-s`), for each N; each concurrent figure also has its ratio to `single`.
+
+Writes {"single": {"voice_to_voice_ms": {"p50", "p95", "n"}, "stages_ms": {...}, ...},
+"concurrent": {"4": {...}, "8": {...}}, "turns": N, ...}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from scripts.calls import (
+    SCRIPTS,
+    ServerProcess,
+    join_turns,
+    place_calls,
+    scripts_for,
+    summarize,
+)
+from voice_agent.speech import default_synthesizer
+from voice_agent.turn_record import read_jsonl
+
+
+def _ratio(a: object, b: object) -> float | None:
+    if isinstance(a, int | float) and isinstance(b, int | float) and b:
+        return round(a / b, 2)
+    return None
+
+
+async def bench(args: argparse.Namespace) -> dict[str, object]:
+    voice = default_synthesizer()
+    server = ServerProcess(args.out_dir, echo=args.echo, config=args.config)
+    t0 = time.monotonic()
+    await server.start()
+    load_s = round(time.monotonic() - t0, 1)
+    results: dict[str, object] = {"server_start_s": load_s, "echo": args.echo}
+    try:
+        calls = math.ceil(args.turns / len(SCRIPTS[0]))
+        single_results = []
+        for script in scripts_for(calls):
+            single_results += await place_calls(server.twilio_url, [script], voice)
+        concurrent_results = {}
+        for n in args.concurrent:
+            concurrent_results[n] = await place_calls(
+                server.twilio_url, scripts_for(n, offset=n), voice, stagger_s=args.stagger_s
+            )
+    finally:
+        code = await server.stop()
+    records = read_jsonl(server.records) if server.records.exists() else []
+    single = summarize(join_turns(single_results, records), single_results)
+    results["single"] = single
+    by_n: dict[str, object] = {}
+    for n, res in concurrent_results.items():
+        figures = summarize(join_turns(res, records), res)
+        for key in ("p50", "p95"):
+            figures[f"voice_to_voice_{key}_vs_single"] = _ratio(
+                figures["voice_to_voice_ms"][key],  # type: ignore[index]
+                single["voice_to_voice_ms"][key],  # type: ignore[index]
+            )
+        by_n[str(n)] = figures
+    results["concurrent"] = by_n
+    results["turns"] = single["turns"]
+    results["server_exit_code"] = code
+    results["wall_s"] = round(time.monotonic() - t0, 1)
+    return results
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--json", type=Path, help="also write the figures here")
+    p.add_argument("--turns", type=int, default=21, help="at least this many single-call turns")
+    p.add_argument("--concurrent", type=int, nargs="*", default=[4, 8])
+    p.add_argument("--stagger-s", type=float, default=1.0)
+    p.add_argument("--out-dir", type=Path, default=Path("out/bench_pipeline"))
+    p.add_argument("--config", type=Path, help="TOML settings for the server")
+    p.add_argument("--echo", action="store_true", help="the echo stand-in (no models)")
+    args = p.parse_args()
+    if args.turns < 1 or any(n < 1 for n in args.concurrent) or args.stagger_s < 0:
+        p.error("--turns and --concurrent must be positive, --stagger-s not negative")
+    results = asyncio.run(bench(args))
+    text = json.dumps(results, indent=2)
+    print(text)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(text + "\n")
+    return 0 if results["server_exit_code"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from voice_agent.clock import Clock
 from voice_agent.degrade import DegradePolicy, EngineDecision, EnginePlan, TranscriptChoice
@@ -28,6 +28,7 @@ from voice_agent.turn_record import (
     DegradeCause,
     DegradeRecord,
     EffortLevel,
+    EngineRecord,
     Mark,
     Stage,
     ToolCallRecord,
@@ -54,6 +55,9 @@ _MS_PER_S = 1000.0
 _KEEP_LAST = frozenset({Mark.ENGINE_DONE})
 """Marks a later call moves; all others keep their first time."""
 
+ToolCallHook = Callable[[str, int, ToolCallRecord], None]
+"""Told (call id, turn, the finished call) as each tool call ends; must not block."""
+
 
 class TurnTracker:
     """Times one turn against its budgets and decides how to degrade. Not thread-safe:
@@ -69,9 +73,13 @@ class TurnTracker:
         turn: int = 0,
         speech_ended_s: float | None = None,
         wall_time_unix_s: float | None = None,
+        concurrent_calls: int | None = None,
+        on_tool_call: ToolCallHook | None = None,
     ) -> None:
         """`speech_ended_s`: when the caller stopped speaking, on `clock` (the turn
-        detector learns it after the fact); default now."""
+        detector learns it after the fact); default now. `concurrent_calls` (calls in
+        progress, this one included) goes into the record; `on_tool_call` is told each
+        finished tool call (telemetry)."""
         self._clock = clock
         self._budgets = budgets
         self._policy = policy or DegradePolicy()
@@ -86,6 +94,9 @@ class TurnTracker:
         self._max_steps: int | None = None
         self._queue_depth: int | None = None
         self._filler_played = False
+        self._engine: EngineRecord | None = None
+        self._concurrent_calls = concurrent_calls
+        self._on_tool_call = on_tool_call
 
     # ------------------------------------------------------------ time and marks
 
@@ -155,8 +166,10 @@ class TurnTracker:
         call = self._tools[handle]
         if call.ended_at_ms is not None:
             raise ValueError(f"tool call {handle} ({call.name}) already ended")
-        self._tools[handle] = ToolCallRecord(call.name, call.started_at_ms, self.elapsed_ms(),
-                                             outcome)  # fmt: skip
+        self._tools[handle] = ended = ToolCallRecord(call.name, call.started_at_ms,
+                                                     self.elapsed_ms(), outcome)  # fmt: skip
+        if self._on_tool_call is not None:
+            self._on_tool_call(self._call_id, self._turn, ended)
 
     @contextlib.contextmanager
     def tool_call(self, name: str) -> Iterator[None]:
@@ -176,6 +189,15 @@ class TurnTracker:
             self.end_tool(handle, ToolOutcome.ERROR)
             raise
         self.end_tool(handle, ToolOutcome.OK)
+
+    # ------------------------------------------------------------ engine figures
+
+    def engine_result(
+        self, forwards: int, emitted_tokens: int, decided_tokens: int, deadline_forced: bool
+    ) -> None:
+        """Add one finished engine request's figures to the turn's (`TurnRecord.engine`)."""
+        engine = self._engine or EngineRecord()
+        self._engine = engine.add(forwards, emitted_tokens, decided_tokens, deadline_forced)
 
     # ------------------------------------------------------------ degrades
 
@@ -295,6 +317,8 @@ class TurnTracker:
             max_steps_per_block=self._max_steps,
             queue_depth=self._queue_depth,
             wall_time_unix_s=self._wall_time_unix_s,
+            engine=self._engine,
+            concurrent_calls=self._concurrent_calls,
         )
 
     def _now(self) -> float:

@@ -23,8 +23,11 @@ from pydantic import TypeAdapter, ValidationError
 
 from voice_agent.config import BudgetSettings
 
-SCHEMA_VERSION = 1
-"""Layout of `TurnRecord` lines; bump on any change a reader of old lines would misread."""
+SCHEMA_VERSION = 2
+"""Layout of `TurnRecord` lines; bump on any change a reader of old lines would misread.
+2 added `engine` and `concurrent_calls` (optional: version-1 lines read as version 2
+with both None)."""
+READABLE_VERSIONS = frozenset({1, SCHEMA_VERSION})
 DERIVED_KEY = "durations_ms"
 
 
@@ -168,6 +171,43 @@ class DegradeRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class EngineRecord:
+    """The turn's engine requests together (tool loops make several)."""
+
+    requests: int = 0
+    forwards: int = 0
+    """Model forward passes, summed over the requests."""
+    emitted_tokens: int = 0
+    """Answer tokens returned, scaffold tokens placed by the schema included."""
+    decided_tokens: int = 0
+    """Tokens the model itself committed (scaffold and post-EOS fill excluded)."""
+    deadline_forced: bool = False
+    """Some request committed its remaining masks early to meet its deadline."""
+
+    @property
+    def tokens_per_forward(self) -> float | None:
+        """Model-decided tokens per forward (the honest figure); None without forwards."""
+        return self.decided_tokens / self.forwards if self.forwards else None
+
+    @property
+    def emitted_per_forward(self) -> float | None:
+        """All emitted tokens per forward (flattered by free scaffold tokens)."""
+        return self.emitted_tokens / self.forwards if self.forwards else None
+
+    def add(
+        self, forwards: int, emitted_tokens: int, decided_tokens: int, deadline_forced: bool
+    ) -> EngineRecord:
+        """These figures plus one more request's."""
+        return EngineRecord(
+            self.requests + 1,
+            self.forwards + forwards,
+            self.emitted_tokens + emitted_tokens,
+            self.decided_tokens + decided_tokens,
+            self.deadline_forced or deadline_forced,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class TurnRecord:
     """Everything timed in one turn; times in ms after the end of the caller's speech."""
 
@@ -192,6 +232,10 @@ class TurnRecord:
     """Engine requests queued ahead of this turn at admission."""
     wall_time_unix_s: float | None = None
     """When the turn began, for reports; not used for any duration."""
+    engine: EngineRecord | None = None
+    """Engine figures of the turn; None when no engine request finished."""
+    concurrent_calls: int | None = None
+    """Calls in progress in the process when the turn began, this one included."""
     schema_version: int = field(default=SCHEMA_VERSION)
 
     def at_ms(self, mark: Mark | None) -> float | None:
@@ -227,23 +271,34 @@ class TurnRecord:
 
     def to_json_line(self) -> str:
         """One line of JSON (no newline): the fields and the derived `durations_ms`."""
-        data = _ADAPTER.dump_python(self, mode="json")
+        return json.dumps(self.to_json_data(), separators=(",", ":"))
+
+    def to_json_data(self) -> dict[str, Any]:
+        """The record as JSON-ready data (what `to_json_line` writes)."""
+        data: dict[str, Any] = _ADAPTER.dump_python(self, mode="json")
         data[DERIVED_KEY] = self.durations_ms()
-        return json.dumps(data, separators=(",", ":"))
+        return data
 
     @classmethod
     def from_json_line(cls, line: str) -> TurnRecord:
-        """Parse a `to_json_line` line. Raises ValueError for bad JSON, another schema
-        version, or fields that do not validate."""
+        """Parse a `to_json_line` line. Raises ValueError for bad JSON, an unreadable
+        schema version, or fields that do not validate."""
         try:
             data: Any = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"turn record is not JSON: {exc}") from None
+        return cls.from_json_data(data)
+
+    @classmethod
+    def from_json_data(cls, data: Any) -> TurnRecord:
+        """Parse `to_json_data` output (version-1 data is read as the current version).
+        Raises ValueError as `from_json_line`."""
         if not isinstance(data, dict):
             raise ValueError("turn record must be a JSON object")
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
+        if version not in READABLE_VERSIONS:
             raise ValueError(f"turn record schema_version {version!r}; expected {SCHEMA_VERSION}")
+        data = {**data, "schema_version": SCHEMA_VERSION}
         data.pop(DERIVED_KEY, None)
         try:
             return _ADAPTER.validate_python(data)

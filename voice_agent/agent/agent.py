@@ -234,6 +234,9 @@ class Agent:
             tracker.mark(Mark.ENGINE_DONE)
         if result is None:
             raise RuntimeError("the engine ended a request without its result")
+        if tracker is not None:
+            tracker.engine_result(result.forwards, len(result.token_ids), result.decided_tokens,
+                                  result.deadline_forced)  # fmt: skip
         turn.figures = turn.figures.add(result)
         return result
 

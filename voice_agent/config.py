@@ -9,6 +9,7 @@ Invalid values fail at start with `ConfigError`, whose message names each bad fi
 from __future__ import annotations
 
 import os
+import socket
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -145,6 +146,28 @@ class PipelineSettings(_Section):
     engine_max_batch: int = Field(8, ge=1, description="engine requests decoded together")
 
 
+class TelemetrySettings(_Section):
+    """Live call events over MQTT (`voice_agent.telemetry`); off unless `broker_url` is set.
+    The pipeline never waits on the broker: events go through a bounded buffer."""
+
+    broker_url: str | None = Field(
+        None, description="mqtt://HOST[:PORT]; None publishes nothing", pattern=r"^mqtt://"
+    )
+    node: str = Field(
+        default_factory=socket.gethostname,
+        min_length=1,
+        pattern=r"^[^/+#\s]+$",
+        description="this process's name in the topic tree, voice-agent/<node>/...; "
+        "default the host name",
+    )
+    buffer_size: int = Field(
+        1000, ge=1, description="events held while the broker is slow or away; oldest dropped"
+    )
+    close_timeout_s: float = Field(
+        2.0, ge=0, description="at shutdown, how long buffered events may take to go out"
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -159,6 +182,7 @@ class Settings(BaseSettings):
     models: ModelSettings = ModelSettings()
     hearing: HearingSettings = HearingSettings()
     pipeline: PipelineSettings = PipelineSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
 
     @classmethod
     def settings_customise_sources(

@@ -88,6 +88,7 @@ class FakePipeline:
         engine.queue_depth = 0
         self.synthesizer = ToneSynth()
         self.records: list[TurnRecord] = []
+        self.call_events: list[tuple[str, str]] = []
         self._tok, self._shop = tok, shop
         self._cache = PhraseCache(self.synthesizer, RATE_HZ)
 
@@ -103,6 +104,17 @@ class FakePipeline:
 
     def write_record(self, record: TurnRecord) -> None:
         self.records.append(record)
+
+    active_calls = 1
+
+    def call_started(self, call_id: str) -> None:
+        self.call_events.append(("started", call_id))
+
+    def call_ended(self, call_id: str, turns: int) -> None:
+        self.call_events.append(("ended", call_id))
+
+    def tool_called(self, call_id: str, turn: int, call: Any) -> None:
+        self.call_events.append(("tool", call.name))
 
     def new_listener(self, sample_rate_hz: int) -> ScriptedListener:
         self.listener = ScriptedListener()
@@ -201,6 +213,8 @@ async def test_a_final_transcript_is_answered_in_speech_and_recorded(
     assert audio >= len(line.replace(" ", "")) * MS_PER_CHAR * RATE_HZ // 1000 // 2
     [record] = c.pipeline.records
     assert record.turn == 1
+    assert record.concurrent_calls == 1
+    assert record.engine is not None and record.engine.requests == 1
     for mark in (Mark.END_OF_TURN, Mark.FINAL_TRANSCRIPT, Mark.ENGINE_START, Mark.ENGINE_DONE,
                  Mark.TTS_START, Mark.FIRST_TTS_AUDIO, Mark.FIRST_AUDIO_SENT):  # fmt: skip
         assert record.at_ms(mark) is not None, mark
@@ -341,6 +355,8 @@ async def test_a_call_greets_hears_and_ends_itself_after_a_hang_up_reply(
     await asyncio.wait_for(running, 5.0)  # returns by itself: nobody hung up
     await c.close()
     assert pipeline.listener.fed == 160 and pipeline.listener.closed
+    assert pipeline.call_events[0] == ("started", "CA1")
+    assert pipeline.call_events[-1] == ("ended", "CA1")
     assert pipeline.listener.agent_speaking  # told before each chunk
     [turn] = c.session.turns
     assert turn.reply is not None and turn.reply.kind is ReplyKind.HANG_UP

@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.batching import Engine
 from engine.checkpoint import Checkpoint, load
@@ -31,7 +33,12 @@ from voice_agent.hearing.listener import Listener
 from voice_agent.hearing.settings import asr_config, streaming_config, turn_config
 from voice_agent.pipeline.session import PipelineSession
 from voice_agent.speech import PhraseCache, Synthesizer, default_synthesizer
-from voice_agent.turn_record import Budgets, TurnRecord, append_jsonl
+from voice_agent.telemetry import CallTelemetry, NodeState
+from voice_agent.telemetry.topics import status
+from voice_agent.turn_record import Budgets, ToolCallRecord, TurnRecord, append_jsonl
+
+if TYPE_CHECKING:
+    from voice_agent.telemetry.publisher import MqttPublisher
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +85,10 @@ class Pipeline:
         self._shop: ShopDb | None = None
         self._phrases: dict[int, PhraseCache] = {}
         self._records_lock = threading.Lock()
+        self._active_calls = 0
+        self._publisher: MqttPublisher | None = None
+        self.telemetry: CallTelemetry | None = None
+        """Set by `start()` when `[telemetry] broker_url` is."""
 
     async def start(self) -> None:
         """Load models and open the shop. Raises FileNotFoundError/ValueError for a bad
@@ -99,9 +110,39 @@ class Pipeline:
             ShopDb.open, cfg.pipeline.shop_db, self._shop_now().date()
         )
         await self.phrase_cache(PHONE_RATE_HZ).warm_async()
+        await self._start_telemetry()
         log.info("pipeline ready: brain %s, voice %s", self.checkpoint_path, self.synthesizer.voice)
 
+    async def _start_telemetry(self) -> None:
+        cfg = self.settings.telemetry
+        if cfg.broker_url is None:
+            return
+        try:
+            from voice_agent.telemetry.publisher import (
+                BrokerAddress,
+                MqttPublisher,
+                PublisherConfig,
+            )
+        except ImportError as exc:
+            raise RuntimeError(
+                f"[telemetry] broker_url needs aiomqtt (pip install 'voice-agent[reports]'): {exc}"
+            ) from None
+        config = PublisherConfig(buffer_size=cfg.buffer_size, close_timeout_s=cfg.close_timeout_s)
+        offline = status(cfg.node, NodeState.OFFLINE, time.time())
+        self._publisher = MqttPublisher(
+            BrokerAddress.parse(cfg.broker_url),
+            config,
+            will=offline,
+            on_connect=status(cfg.node, NodeState.ONLINE, time.time()),
+            on_close=offline,
+        )
+        await self._publisher.start()
+        self.telemetry = CallTelemetry(cfg.node, self._publisher, time.time)
+
     async def close(self) -> None:
+        if self._publisher is not None:
+            await self._publisher.close()
+            log.info("telemetry: %s", self._publisher.stats)
         if self._engine is not None:
             await self._engine.close()
         if self._asr is not None:
@@ -164,8 +205,32 @@ class Pipeline:
             audio = await asyncio.to_thread(cache.synthesize, text)
         return audio
 
+    @property
+    def active_calls(self) -> int:
+        """Calls in progress (between `call_started` and `call_ended`)."""
+        return self._active_calls
+
+    def call_started(self, call_id: str) -> None:
+        """A session's call began (counted; published when telemetry is on)."""
+        self._active_calls += 1
+        if self.telemetry is not None:
+            self.telemetry.call_started(call_id, self._active_calls)
+
+    def call_ended(self, call_id: str, turns: int) -> None:
+        self._active_calls -= 1
+        if self.telemetry is not None:
+            self.telemetry.call_ended(call_id, turns, self._active_calls)
+
+    def tool_called(self, call_id: str, turn: int, call: ToolCallRecord) -> None:
+        """A tool call finished (the turn tracker's hook)."""
+        if self.telemetry is not None:
+            self.telemetry.tool_called(call_id, turn, call)
+
     def write_record(self, record: TurnRecord) -> None:
-        """Append the turn's record to `[pipeline] records` (if set); never raises."""
+        """Append the turn's record to `[pipeline] records` (if set) and publish it
+        (telemetry); never raises, never waits on the broker."""
+        if self.telemetry is not None:
+            self.telemetry.turn_completed(record)
         path = self.settings.pipeline.records
         if path is None:
             return

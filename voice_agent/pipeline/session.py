@@ -116,6 +116,7 @@ class PipelineSession:
         hearing = asyncio.create_task(self._hear(listener), name=f"hear-{call.call_id}")
         reading = asyncio.create_task(self._read(inbound, listener), name=f"read-{call.call_id}")
         ending = asyncio.create_task(self._ended.wait(), name=f"end-{call.call_id}")
+        self._p.call_started(call.call_id)
         try:
             await self._greet()
             await asyncio.wait({reading, ending}, return_when=asyncio.FIRST_COMPLETED)
@@ -128,6 +129,7 @@ class PipelineSession:
             await asyncio.gather(hearing, return_exceptions=True)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(listener.close(), LISTENER_CLOSE_S)
+            self._p.call_ended(call.call_id, self._turns)
 
     # ------------------------------------------------------------------ inbound
 
@@ -230,6 +232,8 @@ class PipelineSession:
             turn=self._turns,
             speech_ended_s=self._stream_s(ended.end_ms) if ended else now_s,
             wall_time_unix_s=time.time(),
+            concurrent_calls=self._p.active_calls,
+            on_tool_call=self._p.tool_called,
         )
         if ended is not None:
             tracker.mark(Mark.END_OF_TURN, self._stream_s(ended.detected_ms))

@@ -144,6 +144,14 @@ class PipelineSettings(_Section):
         0.5, ge=0, le=1, description="answers less sure than this get the repeat request"
     )
     engine_max_batch: int = Field(8, ge=1, description="engine requests decoded together")
+    preemptive: bool = Field(
+        True,
+        description="decode a draft answer when the caller pauses, before the end of the "
+        "turn is certain; used when the final transcript has the same words",
+    )
+    preemptive_max_queue: int = Field(
+        0, ge=0, description="draft only while at most this many engine requests wait"
+    )
 
 
 class TelemetrySettings(_Section):

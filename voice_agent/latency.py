@@ -96,6 +96,7 @@ class TurnTracker:
         self._filler_played = False
         self._engine: EngineRecord | None = None
         self._concurrent_calls = concurrent_calls
+        self._preempted: bool | None = None
         self._on_tool_call = on_tool_call
 
     # ------------------------------------------------------------ time and marks
@@ -191,6 +192,10 @@ class TurnTracker:
         self.end_tool(handle, ToolOutcome.OK)
 
     # ------------------------------------------------------------ engine figures
+
+    def note_preempted(self, preempted: bool = True) -> None:
+        """Whether the first answer came from a draft decoded at the caller's pause."""
+        self._preempted = preempted
 
     def engine_result(
         self, forwards: int, emitted_tokens: int, decided_tokens: int, deadline_forced: bool
@@ -319,6 +324,7 @@ class TurnTracker:
             wall_time_unix_s=self._wall_time_unix_s,
             engine=self._engine,
             concurrent_calls=self._concurrent_calls,
+            preempted=self._preempted,
         )
 
     def _now(self) -> float:

@@ -25,8 +25,8 @@ from voice_agent.config import BudgetSettings
 
 SCHEMA_VERSION = 2
 """Layout of `TurnRecord` lines; bump on any change a reader of old lines would misread.
-2 added `engine` and `concurrent_calls` (optional: version-1 lines read as version 2
-with both None)."""
+2 added `engine`, `concurrent_calls` and `preempted` (optional: version-1 lines read as
+version 2 with them None)."""
 READABLE_VERSIONS = frozenset({1, SCHEMA_VERSION})
 DERIVED_KEY = "durations_ms"
 
@@ -236,6 +236,10 @@ class TurnRecord:
     """Engine figures of the turn; None when no engine request finished."""
     concurrent_calls: int | None = None
     """Calls in progress in the process when the turn began, this one included."""
+    preempted: bool | None = None
+    """True when the turn's first answer was a draft decoded while the caller paused,
+    before the end of the turn (the engine stage then lasts only what the draft still
+    needed)."""
     schema_version: int = field(default=SCHEMA_VERSION)
 
     def at_ms(self, mark: Mark | None) -> float | None:

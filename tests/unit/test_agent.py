@@ -31,6 +31,7 @@ from voice_agent.agent import (
     ReplyKind,
     TextChannel,
     ToolOutcome,
+    same_words,
     shop_grammar,
 )
 from voice_agent.brain.format import AgentCall, AgentSay, CallerTurn, ToolResultTurn
@@ -421,3 +422,53 @@ def test_speech_streamed_before_the_answer_breaks_stands_as_the_reply(
         DegradeKind.STREAM_MISMATCH,
     ]
     assert agent.turns[-1] == AgentSay(reply.text)
+
+
+def test_a_draft_runs_nothing_and_leaves_the_history(tok: TextTokenizer, shop: ShopContext) -> None:
+    engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING))
+    agent = Agent(engine, tok, shop)
+    agent.greet()
+    before = list(agent.turns)
+    draft = run(agent.draft("book me in for a brake check wednesday at ten, ann lee"))
+    assert agent.turns == before and bookings(shop) == [] and not agent.tools.records
+    assert "brake check wednesday" in engine.prompt(0)  # decoded as if the turn had ended
+    assert draft.history == tuple(before)
+
+
+def test_a_fitting_draft_is_the_first_answer_and_its_call_runs_once_adopted(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING), say(tok, "You're booked."))
+    agent = Agent(engine, tok, shop)
+    agent.greet()
+    draft = run(agent.draft("Book me in for a brake check Wednesday at ten, Ann Lee."))
+    assert bookings(shop) == []
+    pieces: list[str] = []
+    reply = run(agent.respond("book me in for a brake check wednesday at ten ann lee",
+                              draft=draft, on_text=pieces.append))  # fmt: skip
+    assert reply.preempted and reply.text == "You're booked." and "".join(pieces) == reply.text
+    assert bookings(shop) == [(WEDNESDAY, "10:00", "brake check")]
+    assert len(engine.requests) == 2  # the draft, then the answer to the tool's result
+    assert reply.engine.requests == 2  # the draft's decode counts as the turn's first
+
+
+def test_a_draft_for_other_words_or_an_old_history_is_dropped(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    engine = ScriptedEngine(tok, say(tok, "Drafted."), say(tok, "Fresh."), say(tok, "Again."),
+                            say(tok, "Fresh again."))  # fmt: skip
+    agent = Agent(engine, tok, shop)
+    agent.greet()
+    draft = run(agent.draft("do you open on sunday"))
+    reply = run(agent.respond("do you open on sunday morning", draft=draft))
+    assert (reply.text, reply.preempted) == ("Fresh.", False)
+    stale = run(agent.draft("thanks"))
+    agent.commit_spoken("Fre")  # the history changed after the draft
+    reply = run(agent.respond("thanks", draft=stale))
+    assert (reply.text, reply.preempted) == ("Fresh again.", False)
+
+
+def test_same_words_ignores_case_and_punctuation() -> None:
+    assert same_words("Hi, it's Ann.", "hi its ann") is False  # an apostrophe is a letter
+    assert same_words("Hi, it's Ann.", "hi it's ann")
+    assert not same_words("at ten", "at ten thirty")

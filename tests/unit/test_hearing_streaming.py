@@ -12,6 +12,7 @@ from voice_agent.hearing.asr import AsrOverloadedError, Decoded
 from voice_agent.hearing.events import (
     FinalTranscript,
     PartialTranscript,
+    PausedTranscript,
     SpeechEnded,
     SpeechStarted,
     TranscriptionFailed,
@@ -95,12 +96,14 @@ async def test_events_come_in_order_and_the_final_covers_the_whole_turn() -> Non
     events = await hear([0.0] * 10 + [0.9] * 40 + [0.0] * 15, recognizer, CONFIG)
     kinds = [type(e) for e in events]
     assert kinds[0] is SpeechStarted
-    assert kinds[-2:] == [SpeechEnded, FinalTranscript]
-    assert set(kinds[1:-2]) == {PartialTranscript}
-    final = events[-1]
-    assert isinstance(final, FinalTranscript)
+    assert kinds[-3:] == [PausedTranscript, SpeechEnded, FinalTranscript]
+    assert set(kinds[1:-3]) == {PartialTranscript}
+    final, paused = events[-1], events[-3]
+    assert isinstance(final, FinalTranscript) and isinstance(paused, PausedTranscript)
     # Speech 320..1600 ms, with 64 ms of pre-roll and tail pad.
     assert (final.start_ms, final.end_ms) == (256, 1664)
+    # Told at the pause, before the end of the turn: the same decode as the final.
+    assert (paused.text, paused.start_ms, paused.end_ms) == (final.text, 256, 1664)
     finals = [c for c in recognizer.calls if not c[0]]
     assert finals == [(False, 256, 1663)]  # exactly one final decode: the speculative one
 
@@ -126,6 +129,10 @@ async def test_a_pause_starts_a_speculative_final_that_is_dropped_when_speech_re
     final = events[-1]
     assert isinstance(final, FinalTranscript) and final.end_ms == 45 * FRAME_MS + 64
     assert sum(isinstance(e, FinalTranscript) for e in events) == 1
+    # Each pause was told as it came; the first one's words are not the final's.
+    paused = [e for e in events if isinstance(e, PausedTranscript)]
+    assert [p.end_ms for p in paused] == [20 * FRAME_MS + 64, final.end_ms]
+    assert paused[0].text != final.text
 
 
 class SlowRecognizer(FakeRecognizer):

@@ -25,6 +25,7 @@ from voice_agent.agent import Agent, AgentConfig, ReplyKind
 from voice_agent.brain.format import AgentSay
 from voice_agent.brain.phrases import phrases
 from voice_agent.clock import FakeClock
+from voice_agent.config import load_settings
 from voice_agent.events import (
     AudioReceived,
     CallStarted,
@@ -35,7 +36,7 @@ from voice_agent.events import (
     SendAudio,
     SendMark,
 )
-from voice_agent.hearing.events import BargeIn, FinalTranscript, SpeechEnded
+from voice_agent.hearing.events import BargeIn, FinalTranscript, PausedTranscript, SpeechEnded
 from voice_agent.pipeline import PipelineSession, SpokenPiece, heard_text
 from voice_agent.speech import PhraseCache
 from voice_agent.transports.call import Inbound
@@ -83,6 +84,7 @@ class FakePipeline:
 
     def __init__(self, tok: TextTokenizer, shop: ShopContext, engine: Any) -> None:
         self.clock = FakeClock()
+        self.settings = load_settings(None)
         self.budgets = Budgets.default()
         self.engine = engine
         engine.queue_depth = 0
@@ -390,3 +392,61 @@ async def test_heard_text_refuses_audio_still_playing() -> None:
     future: asyncio.Future[PlaybackResult] = asyncio.get_running_loop().create_future()
     with pytest.raises(ValueError, match="has not finished"):
         heard_text([SpokenPiece(Utterance("u", 100, future), 0, "Hi.")])
+
+
+async def test_a_draft_at_the_pause_becomes_the_reply_when_the_final_has_the_same_words(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING), say(tok, "Booked."))
+    c = Call(FakePipeline(tok, shop, engine))
+    await c.hear(PausedTranscript("Book me a brake check on Wednesday at ten, Ann Lee.", 0, 900))
+    await asyncio.sleep(0.05)  # the draft decodes while the caller is silent
+    assert len(engine.requests) == 1 and not c.session.agent.tools.records  # nothing ran
+    await c.hear(SpeechEnded(0, 900, 1300),
+                 final("book me a brake check on wednesday at ten ann lee"))  # fmt: skip
+    await c.turn_done()
+    await c.close()
+    [turn] = c.session.turns
+    assert turn.reply is not None and turn.reply.preempted and turn.agent_text == "Booked."
+    assert len(engine.requests) == 2  # the draft, then the answer to the booking's result
+    [booked] = c.session.agent.tools.records
+    assert booked.outcome.value == "ok" and booked.turn == 1
+    [record] = c.pipeline.records
+    assert record.engine is not None and record.engine.requests == 2 and record.preempted
+
+
+async def test_a_draft_for_words_the_caller_then_changed_is_dropped_and_never_runs(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    other = {**BOOKING, "day": "thursday"}
+    engine = ScriptedEngine(tok, call(tok, "book_service", **other), say(tok, "Which day?"))
+    c = Call(FakePipeline(tok, shop, engine))
+    await c.hear(PausedTranscript("book me a brake check on thursday", 0, 900))
+    await asyncio.sleep(0.05)
+    await c.hear(final("book me a brake check on thursday no wait"))
+    await c.turn_done()
+    await c.close()
+    [turn] = c.session.turns
+    assert turn.reply is not None and not turn.reply.preempted
+    assert turn.agent_text == "Which day?" and not c.session.agent.tools.records
+    assert not c.pipeline.records[0].preempted
+    with shop.db.read() as conn:
+        assert (
+            conn.execute("SELECT COUNT(*) FROM bookings WHERE name = 'Ann Lee'").fetchone()[0] == 0
+        )
+
+
+async def test_no_draft_while_the_engine_is_busy_or_the_agent_speaks(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    engine = ScriptedEngine(tok, say(tok, "We open at nine."))
+    c = Call(FakePipeline(tok, shop, engine))
+    engine.queue_depth = 1  # others' turns wait: a draft would delay them
+    await c.hear(PausedTranscript("when do you open", 0, 900))
+    await asyncio.sleep(0.05)
+    assert not engine.requests and c.session._draft is None
+    engine.queue_depth = 0
+    await c.session._greet()  # the agent is talking
+    await c.hear(PausedTranscript("when do you open", 0, 900))
+    assert c.session._draft is None
+    await c.close()

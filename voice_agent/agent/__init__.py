@@ -1,6 +1,6 @@
 """The agent loop: dialogue state, prompts, engine answers, tool calls (see agent.py)."""
 
-from voice_agent.agent.agent import Agent, AgentConfig, AnswerEngine
+from voice_agent.agent.agent import Agent, AgentConfig, AnswerEngine, Draft, same_words
 from voice_agent.agent.prompt import fit_prompt, shop_grammar
 from voice_agent.agent.reply import (
     AgentDegrade,
@@ -20,11 +20,13 @@ __all__ = [
     "AgentReply",
     "AnswerEngine",
     "DegradeKind",
+    "Draft",
     "EngineFigures",
     "ReplyKind",
     "TextChannel",
     "ToolCallRecord",
     "ToolOutcome",
     "fit_prompt",
+    "same_words",
     "shop_grammar",
 ]

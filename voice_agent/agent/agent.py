@@ -15,6 +15,13 @@ hand-off tool (transfer, end call) ends the turn with the tool's own line and a 
 kind the session acts on. A timed-out or crashed tool gets the "tool failed" phrase and
 the call goes on. Every such fallback is recorded in `AgentReply.degrades`.
 
+Preemptive generation: `draft(text)` decodes the first answer to a transcript heard at
+a pause, before the end of the turn is certain, without touching the history or running
+anything. `respond(text, draft=d)` starts from it when the caller's final words are the
+same and the history has not changed since (`Draft.fits`); otherwise the draft is
+dropped and `respond` decodes afresh. A tool call in a draft runs only once `respond`
+adopts it, so a discarded draft has no side effects.
+
 Barge-in: cancelling the task running `respond` (or `cancel()`) stops the engine request;
 a call decoded by that generation never starts; a tool already running finishes and is
 kept in the history, unspoken. The history holds what the caller actually heard:
@@ -24,6 +31,7 @@ kept in the history, unspoken. The history holds what the caller actually heard:
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -95,6 +103,27 @@ class AgentConfig:
     """None: each tool's own `ToolSpec.timeout_s`."""
 
 
+_WORD = re.compile(r"[\w']+")
+
+
+def same_words(a: str, b: str) -> bool:
+    """Two transcripts say the same words (case and punctuation aside)."""
+    return _WORD.findall(a.lower()) == _WORD.findall(b.lower())
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """A first answer decoded before the end of the caller's turn was certain."""
+
+    caller_text: str
+    history: tuple[Turn, ...]
+    """The dialogue the draft was decoded after (without the caller's line)."""
+    generation: Generation
+
+    def fits(self, caller_text: str, history: list[Turn]) -> bool:
+        return same_words(self.caller_text, caller_text) and tuple(history) == self.history
+
+
 @dataclass(slots=True)
 class _Turn:
     """The state of one `respond`."""
@@ -104,6 +133,8 @@ class _Turn:
     figures: EngineFigures = field(default_factory=EngineFigures)
     degrades: tuple[AgentDegrade, ...] = ()
     last_run: ToolRun | None = None
+    draft: Draft | None = None
+    """The draft this turn adopted as its first answer."""
 
     def degrade(self, kind: DegradeKind, detail: str = "") -> None:
         self.degrades += (AgentDegrade(kind, detail),)
@@ -174,21 +205,28 @@ class Agent:
         effort: Effort | None = None,
         tracker: TurnTracker | None = None,
         on_text: TextHook | None = None,
+        draft: Draft | None = None,
     ) -> AgentReply:
         """Answer one caller turn. `deadline_s` bounds every engine request of the turn,
         on the engine's clock. With `tracker` (on the same clock), each request's effort,
         step cap and deadline come from `tracker.plan_engine` (the earlier deadline wins),
         and engine marks and tool calls are timed on it. `on_text` receives the reply's
         text piece by piece while it is decoded (then any rest), for streaming synthesis.
-        Raises CancelledError when cancelled; the caller's turn stays in the history."""
+        `draft`: the first answer when it fits (see `draft`). Raises CancelledError when
+        cancelled; the caller's turn stays in the history."""
         self._turn += 1
         self._task = asyncio.current_task()
-        self.turns.append(CallerTurn(caller_text.strip()))
         turn = _Turn(self._turn, SayStreamer(self._tok, on_text))
+        if draft is not None and draft.fits(caller_text, self.turns):
+            turn.draft = draft
+        self.turns.append(CallerTurn(caller_text.strip()))
         try:
             for generation in range(self.config.max_tool_steps + 1):
                 turn.streamer.restart()
-                g = await self._generate(turn, deadline_s, effort, tracker)
+                if generation == 0 and turn.draft is not None:
+                    g = self._adopt(turn, turn.draft.generation, tracker)
+                else:
+                    g = await self._generate(turn, deadline_s, effort, tracker)
                 try:
                     answer = parse_answer(g.token_ids, self._tok, self._models)
                 except AnswerError as exc:
@@ -237,6 +275,37 @@ class Agent:
         if tracker is not None:
             tracker.engine_result(result.forwards, len(result.token_ids), result.decided_tokens,
                                   result.deadline_forced)  # fmt: skip
+        turn.figures = turn.figures.add(result)
+        return result
+
+    async def draft(self, caller_text: str, *, effort: Effort | None = None) -> Draft:
+        """Decode the first answer to `caller_text` as if it ended the caller's turn,
+        leaving the history as it is and running nothing (cancel it when the caller goes
+        on). No deadline: it runs while the caller is silent."""
+        history = tuple(self.turns)
+        self.turns.append(CallerTurn(caller_text.strip()))
+        try:
+            request = self._request(_Turn(0, SayStreamer(self._tok, None)), None, effort, None)
+        finally:
+            self.turns.pop()
+        result: Generation | None = None
+        async for item in self._engine.stream_result(request):
+            if isinstance(item, Generation):
+                result = item
+        if result is None:
+            raise RuntimeError("the engine ended a request without its result")
+        return Draft(caller_text.strip(), history, result)
+
+    def _adopt(self, turn: _Turn, result: Generation, tracker: TurnTracker | None) -> Generation:
+        """Take a draft's answer as this turn's first: streamed at once, timed as an
+        engine stage of no length (the decoding happened before the turn began)."""
+        if tracker is not None:
+            tracker.note_preempted()
+            for mark in (Mark.ENGINE_START, Mark.ENGINE_FIRST_BLOCK, Mark.ENGINE_DONE):
+                tracker.mark(mark)
+            tracker.engine_result(result.forwards, len(result.token_ids), result.decided_tokens,
+                                  result.deadline_forced)  # fmt: skip
+        turn.streamer.feed(result.token_ids)
         turn.figures = turn.figures.add(result)
         return result
 
@@ -294,4 +363,5 @@ class Agent:
         if text:
             self.turns.append(AgentSay(text))
         calls = tuple(r for r in self.tools.records if r.turn == turn.number)
-        return AgentReply(text, kind, turn.number, calls, turn.figures, turn.degrades, reasoning)
+        return AgentReply(text, kind, turn.number, calls, turn.figures, turn.degrades, reasoning,
+                          preempted=turn.draft is not None)  # fmt: skip

@@ -121,6 +121,8 @@ class AgentReply:
     degrades: tuple[AgentDegrade, ...] = ()
     reasoning: str | None = None
     """The model's `<think>` text of the final answer (never spoken)."""
+    preempted: bool = False
+    """The first answer was a `Draft` decoded before the end of the turn was certain."""
 
     @property
     def ends_call(self) -> bool:

@@ -65,6 +65,18 @@ class PartialTranscript:
 
 
 @dataclass(frozen=True, slots=True)
+class PausedTranscript:
+    """The caller paused: the transcript of the turn up to the pause (audio from
+    `start_ms` to `end_ms`, the speech ending at `end_ms`), decoded before the end of
+    the turn is certain. If the turn ends at this pause, its `FinalTranscript` is this
+    same decode; if the caller goes on, it is superseded. For preemptive work only."""
+
+    text: str
+    start_ms: int
+    end_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class FinalTranscript:
     """The transcript of a whole turn (audio from `start_ms` to `end_ms`).
 
@@ -88,4 +100,6 @@ class TranscriptionFailed:
 
 
 TurnEvent = SpeechStarted | SpeechEnded | BargeIn
-HearingEvent = TurnEvent | PartialTranscript | FinalTranscript | TranscriptionFailed
+HearingEvent = (
+    TurnEvent | PartialTranscript | PausedTranscript | FinalTranscript | TranscriptionFailed
+)

@@ -5,8 +5,9 @@ detector, the streaming policy (`TurnAudio`) and decodes on the shared `AsrWorke
 `feed` is cheap and synchronous (VAD plus bookkeeping, well under a millisecond per
 20 ms frame); decodes run as tasks on the worker thread, and every event comes out of the
 listener's async iterator in order: `SpeechStarted`, any `BargeIn` and
-`PartialTranscript`s, `SpeechEnded`, then the turn's `FinalTranscript` (or
-`TranscriptionFailed`).
+`PartialTranscript`s, a `PausedTranscript` whenever the speculative final decoded at a
+pause is ready while the turn is still open, `SpeechEnded`, then the turn's
+`FinalTranscript` (or `TranscriptionFailed`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from voice_agent.hearing.events import (
     FinalTranscript,
     HearingEvent,
     PartialTranscript,
+    PausedTranscript,
     SpeechEnded,
     SpeechStarted,
     TranscriptionFailed,
@@ -147,7 +149,9 @@ class Listener:
             self._speculation = None
         if silence_ms >= self._config.tail_pad_ms:
             if self._speculation is None:
-                self._speculation = self._start_final(speech_end_ms)
+                guess = self._speculation = self._start_final(speech_end_ms)
+                assert guess.task is not None
+                guess.task.add_done_callback(lambda _: self._on_guess(guess))
         elif (
             self._audio.partial_due()
             and (self._partial is None or self._partial.done())
@@ -165,6 +169,18 @@ class Listener:
         self._decodes.add(final.task)
         final.task.add_done_callback(self._decodes.discard)
         return final
+
+    def _on_guess(self, guess: _Final) -> None:
+        """A speculative final finished: while the turn is still open at that same
+        pause, tell the session (`PausedTranscript`) so it may start working early."""
+        assert guess.task is not None
+        if guess is not self._speculation or guess.task.cancelled() or self._closed:
+            return
+        if guess.task.exception() is not None:
+            return  # the same decode is adopted as the final, which reports the failure
+        decoded = guess.task.result()
+        if decoded is not None and decoded.text.strip():
+            self._queue.put_nowait(PausedTranscript(decoded.text, guess.start_ms, guess.end_ms))
 
     async def _decode_final(self, audio: AudioF32) -> Decoded | None:
         try:

@@ -26,13 +26,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from voice_agent.agent import Agent, AgentReply, TextChannel, ToolCallRecord
+from voice_agent.agent import Agent, AgentReply, Draft, TextChannel, ToolCallRecord, same_words
 from voice_agent.audio import FRAME_MS
 from voice_agent.events import AudioReceived, CallStarted, CallStopped, DtmfReceived
 from voice_agent.hearing.events import (
     BargeIn,
     FinalTranscript,
     HearingEvent,
+    PausedTranscript,
     SpeechEnded,
     TranscriptionFailed,
 )
@@ -83,6 +84,8 @@ class PipelineSession:
         self._call_id = ""
         self._ended = asyncio.Event()
         self._reply_task: asyncio.Task[None] | None = None
+        self._draft: tuple[str, asyncio.Task[Draft]] | None = None
+        """The caller's words at their last pause and the draft answer being decoded."""
         self._speech_ended: collections.deque[SpeechEnded] = collections.deque()
         """Turns heard whose transcript has not come yet (finals come in turn order)."""
         self._fed_ms = 0.0
@@ -167,6 +170,8 @@ class PipelineSession:
         if isinstance(event, BargeIn):
             log.info("call %s: barge-in at %d ms", self._call_id, event.detected_ms)
             await self._interrupt()
+        elif isinstance(event, PausedTranscript):
+            self._start_draft(event.text)
         elif isinstance(event, SpeechEnded):
             self._speech_ended.append(event)
         elif isinstance(event, FinalTranscript):
@@ -215,10 +220,56 @@ class PipelineSession:
         self.voice.new_line()
 
     async def _cancel_reply(self) -> None:
+        self._drop_draft()
         task, self._reply_task = self._reply_task, None
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+    # ------------------------------------------------------------------ drafts
+
+    def _start_draft(self, caller_text: str) -> None:
+        """The caller paused: decode a draft answer to what they said so far, while no
+        reply is under way, the agent is silent and the engine is not busy with others'
+        turns (a draft must not delay a real turn). A newer pause replaces it."""
+        self._drop_draft()
+        cfg = self._p.settings.pipeline
+        idle = self._reply_task is None or self._reply_task.done()
+        if not cfg.preemptive or not idle or self.voice.speaking:
+            return
+        if self._p.engine.queue_depth > cfg.preemptive_max_queue:
+            return
+        task = asyncio.create_task(self._agent.draft(caller_text), name=f"draft-{self._call_id}")
+        self._draft = (caller_text, task)
+
+    def _drop_draft(self) -> None:
+        if self._draft is not None:
+            self._draft[1].cancel()
+            self._draft = None
+
+    def _take_draft(self, caller_text: str) -> asyncio.Task[Draft] | None:
+        """The draft for these words, if one is under way or done (others are dropped)."""
+        draft, self._draft = self._draft, None
+        if draft is None:
+            return None
+        if not same_words(draft[0], caller_text):
+            draft[1].cancel()
+            return None
+        return draft[1]
+
+    @staticmethod
+    async def _draft_result(task: asyncio.Task[Draft] | None) -> Draft | None:
+        if task is None:
+            return None
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if not task.cancelled():
+                raise  # this reply itself is being cancelled
+            return None
+        except Exception:
+            log.exception("draft failed; decoding the turn afresh")
+            return None
 
     # ------------------------------------------------------------------ a turn
 
@@ -239,8 +290,10 @@ class PipelineSession:
             tracker.mark(Mark.END_OF_TURN, self._stream_s(ended.detected_ms))
         tracker.mark(Mark.FINAL_TRANSCRIPT, now_s)
         previous = self._reply_task
+        draft = self._take_draft(caller_text) if previous is None or previous.done() else None
         self._reply_task = asyncio.create_task(
-            self._reply(self._turns, caller_text, tracker, previous), name=f"reply-{self._turns}"
+            self._reply(self._turns, caller_text, tracker, previous, draft),
+            name=f"reply-{self._turns}",
         )
 
     async def _reply(
@@ -249,14 +302,13 @@ class PipelineSession:
         caller_text: str,
         tracker: TurnTracker,
         previous: asyncio.Task[None] | None,
+        drafting: asyncio.Task[Draft] | None = None,
     ) -> None:
         await self._stop(previous)  # the caller said more while a reply was under way
         tools_before = len(self._agent.tools.records)
         tracker.admit(self._p.engine.queue_depth)
         channel = TextChannel()
-        respond = asyncio.create_task(
-            self._agent.respond(caller_text, tracker=tracker, on_text=channel.put)
-        )
+        respond = asyncio.create_task(self._respond(caller_text, tracker, channel, drafting))
         respond.add_done_callback(lambda _: channel.close())
         reply: AgentReply | None = None
         agent_text, failed = "", False
@@ -283,6 +335,22 @@ class PipelineSession:
             log.info("call %s: the agent ends the call (%s)", self._call_id, reply.kind.value)
             await self.voice.played_out()
             self._ended.set()
+
+    async def _respond(
+        self,
+        caller_text: str,
+        tracker: TurnTracker,
+        channel: TextChannel,
+        drafting: asyncio.Task[Draft] | None,
+    ) -> AgentReply:
+        """The agent's answer, from the draft when it is (or becomes) ready: waiting on
+        a draft still decoding is engine time of this turn."""
+        if drafting is not None and not drafting.done():
+            tracker.mark(Mark.ENGINE_START)
+        draft = await self._draft_result(drafting)
+        return await self._agent.respond(
+            caller_text, tracker=tracker, on_text=channel.put, draft=draft
+        )
 
     @staticmethod
     async def _cancel(task: asyncio.Task[AgentReply]) -> None:

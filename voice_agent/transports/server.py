@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
+from websockets.protocol import State
 
 from voice_agent.clock import Clock, MonotonicClock
 from voice_agent.config import Settings
@@ -39,6 +40,12 @@ PCM_PATH = "/pcm"
 HANGUP_GRACE_S = 5.0
 """After the caller hangs up, the session gets this long to finish before it is cancelled."""
 CALL_LOG_SIZE = 1000
+ABNORMAL_CLOSURE = 1006
+"""Recorded when the TCP connection ended without a close frame either way."""
+CLOSE_TIMEOUT_S = 2.0
+"""How long the closing handshake may take. A peer that has stopped reading never lets
+our close frame out (websockets' `close()` waits for the send buffer to drain, without a
+limit): after this long its TCP connection is aborted, so the call's slot is freed."""
 
 Codec = TwilioCodec | PcmCodec
 
@@ -75,6 +82,7 @@ class VoiceServer:
             process_request=self._check_request,
             max_size=cfg.max_message_bytes,
             compression=None,
+            close_timeout=CLOSE_TIMEOUT_S,
         )
 
     @property
@@ -174,7 +182,7 @@ class VoiceServer:
             await self._close(ws, path, None, exc.code, exc.reason)
             return
         except ConnectionClosed:
-            self._record(path, None, ws)
+            await self._close(ws, path, None, CloseCode.GOING_AWAY, "connection lost")
             return
         if call is None:  # stop before start: nothing to do
             await self._close(ws, path, None, CloseCode.NORMAL, "stopped before start")
@@ -193,7 +201,7 @@ class VoiceServer:
 
     async def _converse(
         self, ws: ServerConnection, codec: Codec, call: CallStarted
-    ) -> tuple[CloseCode, str]:
+    ) -> tuple[int, str]:
         timeout_s = self.settings.server.slow_consumer_timeout_s
 
         async def send(event: OutboundEvent) -> None:
@@ -230,7 +238,7 @@ class VoiceServer:
             await asyncio.gather(reader, pacer, talker, return_exceptions=True)
 
     @staticmethod
-    def _close_for(exc: BaseException, call: CallStarted) -> tuple[CloseCode, str]:
+    def _close_for(exc: BaseException, call: CallStarted) -> tuple[int, str]:
         if isinstance(exc, ProtocolError):
             return exc.code, exc.reason
         if isinstance(exc, ConnectionClosed):
@@ -255,22 +263,32 @@ class VoiceServer:
         await inbound.end()
 
     async def _close(
-        self, ws: ServerConnection, path: str, call_id: str | None, code: CloseCode, reason: str
+        self, ws: ServerConnection, path: str, call_id: str | None, code: int, reason: str
     ) -> None:
+        """Close with `code` and record the call. When the peer or the websocket library
+        closed first (the peer's close frame, 1009 too big, 1007 invalid UTF-8, a dropped
+        TCP connection), what actually happened on the wire is recorded instead."""
+        if ws.protocol.state is State.OPEN:
+            try:
+                await asyncio.wait_for(ws.close(code, reason), CLOSE_TIMEOUT_S)
+            except TimeoutError:
+                log.warning("%s call %s: close not sent in %g s; connection aborted",
+                            path, call_id, CLOSE_TIMEOUT_S)  # fmt: skip
+                ws.transport.abort()
+        else:
+            wire_code, wire_reason = _closed_with(ws)
+            if wire_code != code:
+                code, reason = wire_code, wire_reason
         if code != CloseCode.NORMAL:
-            log.warning("closing %s call %s: %s (%d)", path, call_id, reason, code)
-        await ws.close(int(code), reason)
-        self._record(path, call_id, ws, code, reason)
+            log.warning("closed %s call %s: %s (%d)", path, call_id, reason, code)
+        self.calls.append(CallRecord(path, call_id, int(code), reason))
 
-    def _record(
-        self,
-        path: str,
-        call_id: str | None,
-        ws: ServerConnection,
-        code: int | None = None,
-        reason: str | None = None,
-    ) -> None:
-        if code is None:
-            code = ws.close_code if ws.close_code is not None else CloseCode.GOING_AWAY
-            reason = ws.close_reason or "connection lost"
-        self.calls.append(CallRecord(path, call_id, int(code), reason or ""))
+
+def _closed_with(ws: ServerConnection) -> tuple[int, str]:
+    """How a connection the websocket library closed ended: the close frame we sent (our
+    reply to the peer's close echoes its code; a failure such as 1009 or 1007 is only
+    sent, the peer's answer is not awaited), else the one received, else 1006."""
+    close = ws.protocol.close_sent or ws.protocol.close_rcvd
+    if close is None:
+        return ABNORMAL_CLOSURE, "connection lost"
+    return close.code, close.reason

@@ -10,6 +10,8 @@ first non-silent reply frame (a filler counts: it is what the caller hears). The
 breakdown comes from the server's turn records. `single` places the calls one after the
 other until at least `--turns` turns; `concurrent` places N calls at once (staggered by
 `--stagger-s`), for each N; each concurrent figure also has its ratio to `single`.
+`--compare-preemptive` also runs the single calls on a second server with preemptive
+generation off (`preemptive_off`), and the ratio of the two medians.
 
 Writes {"single": {"voice_to_voice_ms": {"p50", "p95", "n"}, "stages_ms": {...}, ...},
 "concurrent": {"4": {...}, "8": {...}}, "turns": N, ...}.
@@ -29,13 +31,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scripts.calls import (
     SCRIPTS,
+    CallResult,
     ServerProcess,
     join_turns,
     place_calls,
     scripts_for,
     summarize,
 )
-from voice_agent.speech import default_synthesizer
+from voice_agent.speech import Synthesizer, default_synthesizer
 from voice_agent.turn_record import read_jsonl
 
 
@@ -43,6 +46,25 @@ def _ratio(a: object, b: object) -> float | None:
     if isinstance(a, int | float) and isinstance(b, int | float) and b:
         return round(a / b, 2)
     return None
+
+
+async def single_calls(server: ServerProcess, turns: int, voice: Synthesizer) -> list[CallResult]:
+    """Calls one after the other until at least `turns` caller turns."""
+    results: list[CallResult] = []
+    for script in scripts_for(math.ceil(turns / len(SCRIPTS[0]))):
+        results += await place_calls(server.twilio_url, [script], voice)
+    return results
+
+
+async def without_preemption(args: argparse.Namespace, voice: Synthesizer) -> dict[str, object]:
+    server = ServerProcess(args.out_dir / "preemptive-off", config=args.config,
+                           env={"VOICE_AGENT_PIPELINE__PREEMPTIVE": "false"})  # fmt: skip
+    await server.start()
+    try:
+        results = await single_calls(server, args.turns, voice)
+    finally:
+        await server.stop()
+    return summarize(join_turns(results, read_jsonl(server.records)), results)
 
 
 async def bench(args: argparse.Namespace) -> dict[str, object]:
@@ -53,10 +75,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
     load_s = round(time.monotonic() - t0, 1)
     results: dict[str, object] = {"server_start_s": load_s, "echo": args.echo}
     try:
-        calls = math.ceil(args.turns / len(SCRIPTS[0]))
-        single_results = []
-        for script in scripts_for(calls):
-            single_results += await place_calls(server.twilio_url, [script], voice)
+        single_results = await single_calls(server, args.turns, voice)
         concurrent_results = {}
         for n in args.concurrent:
             concurrent_results[n] = await place_calls(
@@ -77,6 +96,14 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
             )
         by_n[str(n)] = figures
     results["concurrent"] = by_n
+    if args.compare_preemptive:
+        off = await without_preemption(args, voice)
+        results["preemptive_off"] = off
+        for key in ("p50", "p95"):
+            results[f"preemptive_on_vs_off_{key}"] = _ratio(
+                single["voice_to_voice_ms"][key],  # type: ignore[index]
+                off["voice_to_voice_ms"][key],  # type: ignore[index]
+            )
     results["turns"] = single["turns"]
     results["server_exit_code"] = code
     results["wall_s"] = round(time.monotonic() - t0, 1)
@@ -92,6 +119,11 @@ def main() -> int:
     p.add_argument("--out-dir", type=Path, default=Path("out/bench_pipeline"))
     p.add_argument("--config", type=Path, help="TOML settings for the server")
     p.add_argument("--echo", action="store_true", help="the echo stand-in (no models)")
+    p.add_argument(
+        "--compare-preemptive",
+        action="store_true",
+        help="also run the single calls with preemptive generation off",
+    )
     args = p.parse_args()
     if args.turns < 1 or any(n < 1 for n in args.concurrent) or args.stagger_s < 0:
         p.error("--turns and --concurrent must be positive, --stagger-s not negative")

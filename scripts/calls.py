@@ -104,6 +104,8 @@ class ServerProcess:
     echo: bool = False
     config: Path | None = None
     extra_args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment, e.g. settings as VOICE_AGENT_PIPELINE__PREEMPTIVE=false."""
     proc: asyncio.subprocess.Process | None = None
     url: str = ""
     output: list[str] = field(default_factory=list)
@@ -136,7 +138,7 @@ class ServerProcess:
             *args,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
         )
         assert self.proc.stdout is not None
         deadline = time.monotonic() + SERVE_START_S
@@ -276,6 +278,7 @@ def summarize(turns: Sequence[TurnResult], results: Sequence[CallResult]) -> dic
         "turns_unanswered": sum(t.heard_ms is None for t in turns),
         "turns_without_record": sum(t.record is None for t in turns),
         "fillers": fillers,
+        "preempted_turns": sum(bool(r.preempted) for r in records),
         "degraded_turns": sum(bool(r.degrades) for r in records),
         "calls": len(results),
         "calls_failed": sum(r.summary is None for r in results),

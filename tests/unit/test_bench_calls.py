@@ -45,7 +45,8 @@ def _record(call: str, turn: int, sent_ms: float, filler: bool = False) -> TurnR
         degrades = (DegradeRecord(Stage.TTS_FIRST_AUDIO, DegradeCause.TURN_BUDGET,
                                   DegradeAction.PLAY_FILLER, 0.0),)  # fmt: skip
     return TurnRecord(call, turn, Budgets.default(), end_of_turn_at_ms=400.0,
-                      first_audio_sent_at_ms=sent_ms, degrades=degrades)  # fmt: skip
+                      first_audio_sent_at_ms=sent_ms, degrades=degrades,
+                      preempted=not filler)  # fmt: skip
 
 
 def _summary(call: str, heard: list[int | None]) -> CallSummary:
@@ -88,6 +89,7 @@ def test_turns_join_their_records_by_call_and_number() -> None:
     assert figures["stages_ms"]["engine"]["n"] == 0  # type: ignore[index]
     assert figures["turns"] == 3 and figures["turns_unanswered"] == 1
     assert figures["turns_without_record"] == 1 and figures["fillers"] == 1
+    assert figures["preempted_turns"] == 1
     assert figures["calls"] == 3 and figures["calls_failed"] == 1
     assert figures["errors"] == ["OSError: refused"]
 

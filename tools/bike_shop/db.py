@@ -6,7 +6,8 @@ is shared by threads (`check_same_thread=False`), so every use goes through `rea
 `write()`, which hold a lock; `write()` is an `IMMEDIATE` transaction, so check-then-
 insert sequences (capacity, stock) are atomic against other connections to the same
 file too. Bookings carry a partial unique index: one active booking per (name, date,
-time, service), so a retried call cannot write a booking twice.
+time, service), so a retried call cannot write a booking twice, and the caller who made
+them (`ShopContext.caller`), which scopes cancelling. Every statement is parameterized.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ CREATE TABLE IF NOT EXISTS bookings (
     day TEXT NOT NULL,       -- ISO date
     start TEXT NOT NULL,     -- "HH:MM"
     service TEXT NOT NULL REFERENCES services (name),
-    cancelled INTEGER NOT NULL DEFAULT 0
+    cancelled INTEGER NOT NULL DEFAULT 0,
+    caller TEXT              -- who booked it (ShopContext.caller), NULL: seed or unscoped
 );
 CREATE UNIQUE INDEX IF NOT EXISTS one_active_booking
     ON bookings (name_key, day, start, service) WHERE cancelled = 0;
@@ -122,6 +124,9 @@ class ShopDb:
             for statement in SCHEMA.split(";"):
                 if statement.strip():
                     tx.execute(statement)
+            columns = {row["name"] for row in tx.execute("PRAGMA table_info(bookings)")}
+            if "caller" not in columns:  # a file made before bookings recorded the caller
+                tx.execute("ALTER TABLE bookings ADD COLUMN caller TEXT")
             if tx.execute("SELECT 1 FROM meta WHERE key = 'seeded_on'").fetchone() is None:
                 _seed(tx, today)
         return db
@@ -157,6 +162,12 @@ class ShopContext:
     db: ShopDb
     now: Callable[[], datetime]
     """The shop's wall clock (naive local time); tests pass a fixed one."""
+    caller: str | None = None
+    """Who is on the line, as the call's transport identified them (`caller_identity`:
+    the caller's number, or this call's own id when it is withheld). Set by the session,
+    never by the model. A booking records it and `cancel_booking` touches only bookings
+    with the same caller, so what the caller says cannot reach anyone else's booking.
+    None: unscoped, for offline simulators and tests only (bookings by name alone)."""
 
 
 def _seed(conn: sqlite3.Connection, today: date) -> None:

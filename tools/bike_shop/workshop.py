@@ -244,8 +244,9 @@ def book_service(args: BookService, ctx: ShopContext) -> Booking:
         if existing is None:
             _check_room(conn, day, start, service, now)
             cursor = conn.execute(
-                "INSERT INTO bookings (name, name_key, day, start, service) VALUES (?, ?, ?, ?, ?)",
-                (args.name, key, day.isoformat(), args.time, service.name),
+                "INSERT INTO bookings (name, name_key, day, start, service, caller) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (args.name, key, day.isoformat(), args.time, service.name, ctx.caller),
             )
             booking_id = int(cursor.lastrowid or 0)
         else:
@@ -263,22 +264,32 @@ def _minutes(t: time) -> int:
     return t.hour * MINUTES_PER_HOUR + t.minute
 
 
+_CALLERS_OWN = "(? IS NULL OR caller = ?)"
+"""SQL: a booking the context's caller may cancel (any, when the context is unscoped)."""
+
+
 def cancel_booking(args: CancelBooking, ctx: ShopContext) -> Cancellation:
+    """Cancel the caller's own bookings under `args.name` on the day. With a scoped
+    context (`ctx.caller`), bookings someone else made are invisible: refused exactly as
+    if there were none, so their existence is not revealed either."""
     now = ctx.now()
     day = resolve_day(args.day, now.date())
     spoken = say_on_day(day, now.date())
     key = name_key(args.name)
+    own = (ctx.caller, ctx.caller)
     with ctx.db.write() as conn:
         rows = conn.execute(
-            "SELECT service, cancelled FROM bookings WHERE name_key = ? AND day = ? ORDER BY start",
-            (key, day.isoformat()),
+            "SELECT service, cancelled FROM bookings WHERE name_key = ? AND day = ? AND "
+            + _CALLERS_OWN
+            + " ORDER BY start",
+            (key, day.isoformat(), *own),
         ).fetchall()
         active = tuple(r["service"] for r in rows if not r["cancelled"])
         if active:
             conn.execute(
                 "UPDATE bookings SET cancelled = 1 "
-                "WHERE name_key = ? AND day = ? AND cancelled = 0",
-                (key, day.isoformat()),
+                "WHERE name_key = ? AND day = ? AND cancelled = 0 AND " + _CALLERS_OWN,
+                (key, day.isoformat(), *own),
             )
             said = say_list(list(active))
             return Cancellation(
@@ -299,13 +310,14 @@ def cancel_booking(args: CancelBooking, ctx: ShopContext) -> Cancellation:
             )
         other = conn.execute(
             "SELECT DISTINCT day FROM bookings WHERE name_key = ? AND cancelled = 0 AND day >= ? "
-            "ORDER BY day",
-            (key, now.date().isoformat()),
+            "AND " + _CALLERS_OWN + " ORDER BY day",
+            (key, now.date().isoformat(), *own),
         ).fetchall()
     days = [date.fromisoformat(r["day"]) for r in other]
     hint = f" I do have one {say_list([say_on_day(d, now.date()) for d in days])}." if days else ""
+    source = "" if ctx.caller is None else " made from this number"
     raise ToolError(
         ToolErrorKind.NO_SUCH_BOOKING,
-        f"I can't find a booking for {args.name} {spoken}.{hint}",
+        f"I can't find a booking for {args.name} {spoken}{source}.{hint}",
         tuple(d.isoformat() for d in days),
     )

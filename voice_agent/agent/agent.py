@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+import uuid
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from pydantic import BaseModel
@@ -71,6 +72,8 @@ from voice_agent.clock import Clock
 from voice_agent.latency import TurnTracker
 from voice_agent.turn_record import EffortLevel, Mark
 
+ANONYMOUS_PREFIX = "anonymous:"
+"""The caller identity of an agent nobody identified: unique to that agent."""
 HANDOFF_KINDS = {CallAction.TRANSFER: ReplyKind.TRANSFER, CallAction.HANG_UP: ReplyKind.HANG_UP}
 _FAILURES = {
     ToolOutcome.TIMEOUT: DegradeKind.TOOL_TIMEOUT,
@@ -157,13 +160,18 @@ class Agent:
         clock: Clock | None = None,
     ) -> None:
         """`tools`/`run_tool`: the pack (tests pass a slow or failing runner); `grammar`
-        defaults to `shop_grammar(tok)`; `fixed`: the fixed phrases (prompts/phrases.toml)."""
+        defaults to `shop_grammar(tok)`; `fixed`: the fixed phrases (prompts/phrases.toml).
+        `ctx.caller` scopes what the tools may change; when it is None the agent acts for
+        an anonymous caller of its own (it can cancel only what it booked) until
+        `set_caller` names the caller."""
         self.config = config or AgentConfig()
         self._engine = engine
         self._tok = tok
         self._grammar = grammar or shop_grammar(tok)
         self._models: dict[str, type[BaseModel]] = {n: s.args_model for n, s in tools.items()}
         self.phrases = fixed or phrases()
+        if ctx.caller is None:  # fail closed: an unidentified call reaches only its own
+            ctx = replace(ctx, caller=f"{ANONYMOUS_PREFIX}{uuid.uuid4().hex}")
         self.tools = ToolRunner(ctx, self.phrases.tool_failed, tools=tools, run_tool=run_tool,
                                 timeout_s=self.config.tool_timeout_s, clock=clock)  # fmt: skip
         self.turns: list[Turn] = []
@@ -175,6 +183,12 @@ class Agent:
         """The greeting phrase, put into the history; the session speaks it."""
         self.turns.append(AgentSay(self.phrases.greeting))
         return self.phrases.greeting
+
+    def set_caller(self, caller: str) -> None:
+        """Scope the tools to the caller on the line (`caller_identity(call)`): what they
+        book records it, and they can cancel only their own bookings, whatever the caller
+        says. Call when the call starts, before the first turn."""
+        self.tools.scope_to(caller)
 
     def cancel(self) -> bool:
         """Cancel the `respond` in flight (barge-in); False when there is none."""

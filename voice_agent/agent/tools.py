@@ -12,8 +12,9 @@ to the model, and a speakable line. Safety rules (barge-in, retries):
   runs. Cancelled while it runs: it is left to finish (no half-done side effects), its
   run is committed to the history through `on_ran` and recorded, then the cancellation
   propagates; its result is never spoken.
-- A `ToolError` is a refusal the model talks about; a timeout or any other exception
-  becomes the fixed "tool failed" line (logged), never a dead call.
+- A `ToolError` is a refusal the model talks about; a timeout, any other exception or a
+  return value that is not a tool result with a line to say becomes the fixed "tool
+  failed" line (logged), never a dead call.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast, get_args
 
 from tools.bike_shop.db import ShopContext
 from tools.bike_shop.pack import TOOLS, ToolSpec, call_tool
@@ -44,6 +45,8 @@ TIMEOUT_KIND = "timeout"
 FAILED_KIND = "failed"
 """Error kinds of the result turn fed back for a timed-out or crashed tool."""
 _MS_PER_S = 1000.0
+RESULT_TYPES: tuple[type, ...] = get_args(ToolResult)
+"""What a tool may return (or it raises ToolError)."""
 _TRACKED = {
     ToolOutcome.OK: TrackedOutcome.OK,
     ToolOutcome.REFUSED: TrackedOutcome.OK,  # the tool answered in time
@@ -105,6 +108,16 @@ class ToolRunner:
         self._discard: threading.Event | None = None
         self.records: list[ToolCallRecord] = []
 
+    @property
+    def caller(self) -> str | None:
+        """Who the tools act for (`ShopContext.caller`)."""
+        return self._ctx.caller
+
+    def scope_to(self, caller: str) -> None:
+        """Act for `caller` from now on: bookings record it and only theirs can be
+        cancelled (see `ShopContext.caller`). Set by the session, never by the model."""
+        self._ctx = replace(self._ctx, caller=caller)
+
     def timeout_for(self, tool: str) -> float:
         if self._timeout_s is not None:
             return self._timeout_s
@@ -144,7 +157,7 @@ class ToolRunner:
         def work() -> ToolResult:
             if discarded.is_set():
                 raise _Discarded
-            return self._run_tool(call.tool, call.arguments, self._ctx)
+            return _checked(self._run_tool(call.tool, call.arguments, self._ctx))
 
         # Submitted to the pool now (not on a later loop step, as `to_thread` would be),
         # so the discard flag alone decides whether a queued tool starts.
@@ -232,6 +245,17 @@ def _tool_run(
                        failed)  # fmt: skip
     handoff = result.action if isinstance(result, Handoff) else None
     return ToolRun(record, result_turn(tool, result), result.say, handoff)
+
+
+def _checked(result: object) -> ToolResult:
+    """A tool's return value, or TypeError (a failed tool: the apology) when it is not a
+    result with a line to say, so garbage never reaches the prompt or the caller."""
+    if not isinstance(result, RESULT_TYPES):
+        raise TypeError(f"the tool returned {type(result).__name__}, not a tool result")
+    say = getattr(result, "say", None)
+    if not isinstance(say, str) or not say.strip():
+        raise TypeError(f"the tool's {type(result).__name__} has no line to say")
+    return cast(ToolResult, result)
 
 
 async def _settle(job: asyncio.Future[ToolResult], wait_s: float) -> ToolResult | BaseException:

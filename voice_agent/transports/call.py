@@ -10,6 +10,7 @@ return promptly (it is cancelled after a grace period).
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
@@ -19,6 +20,23 @@ from voice_agent.transports.player import AudioPlayer
 INBOUND_QUEUE_EVENTS = 250
 """Inbound events buffered per call (5 s of 20 ms frames); beyond it the socket read
 waits, so TCP back-pressure slows the peer instead of memory growing."""
+
+
+CALLER_PARAMETER = "caller"
+"""The custom parameter carrying the caller's number: on Twilio the TwiML webhook writes
+`<Parameter name="caller" value="{From}"/>` (the handshake signature vouches for it); on
+`/pcm` the authenticated client sends it in `parameters`."""
+_PHONE_NUMBER = re.compile(r"^\+?[0-9]{3,20}$")
+
+
+def caller_identity(call: CallStarted) -> str:
+    """Who is calling, for scoping what tools may change (`ShopContext.caller`):
+    `phone:<number>` from the `caller` custom parameter when it is a phone number, else
+    `call:<call id>`, which reaches only what this same call booked."""
+    number = call.custom_parameters.get(CALLER_PARAMETER, "").replace(" ", "")
+    if _PHONE_NUMBER.match(number):
+        return f"phone:{number}"
+    return f"call:{call.call_id}"
 
 
 class CallSession(Protocol):

@@ -1,4 +1,4 @@
-"""`voice-agent`: serve, call (the simulator), twiml, demo."""
+"""`voice-agent`: serve, call (the simulator), twiml, demo, report."""
 
 from __future__ import annotations
 
@@ -63,6 +63,20 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--url", required=True, help="wss://your.host/twilio")
     t.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
 
+    r = sub.add_parser(
+        "report",
+        help="latency budget report from turn records, or a live view from an MQTT broker",
+    )
+    r.add_argument("records", nargs="*", type=Path, help="turn-record JSONL files, one per run")
+    r.add_argument("--out", type=Path, default=Path("out/report"), help="report folder")
+    r.add_argument(
+        "--label", action="append", default=[], help="a run's name, once per file, in order"
+    )
+    r.add_argument("--mqtt", metavar="URL", help="mqtt://HOST[:PORT]: live rolling summary")
+    r.add_argument("--window", type=int, default=200, help="live view: turns summarized")
+    r.add_argument("--refresh-s", type=float, default=1.0, help="live view: redraw interval")
+    r.add_argument("--duration-s", type=float, help="live view: stop after this long")
+
     d = sub.add_parser("demo", help="the end-to-end demo call on loopback")
     d.add_argument("--out-dir", type=Path, default=Path("out"))
     d.add_argument(
@@ -80,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "twiml":
             return _twiml(args)
+        if args.command == "report":
+            return _report(args)
         overrides = {}
         if args.command == "serve":
             overrides["server"] = {
@@ -112,6 +128,45 @@ def _twiml(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"voice-agent twiml: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    if bool(args.records) == bool(args.mqtt):
+        print("voice-agent report: give record files or --mqtt URL (not both)", file=sys.stderr)
+        return EXIT_USAGE
+    if args.mqtt:
+        return _live(args)
+    from voice_agent.reports.report import write_report
+    from voice_agent.reports.runs import load_runs
+
+    try:
+        runs = load_runs(args.records, args.label or None)
+        files = write_report(runs, args.out)
+    except (OSError, ValueError, ImportError) as exc:
+        print(f"voice-agent report: {exc}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED
+    turns = sum(len(run.records) for run in runs)
+    print(f"voice-agent report: {len(runs)} run(s), {turns} turns -> {files.markdown}, "
+          f"{files.html}")  # fmt: skip
+    return 0
+
+
+def _live(args: argparse.Namespace) -> int:
+    from voice_agent.telemetry.publisher import BrokerAddress
+
+    try:
+        broker = BrokerAddress.parse(args.mqtt)
+    except ValueError as exc:
+        print(f"voice-agent report: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.window < 1 or args.refresh_s <= 0:
+        print("voice-agent report: --window and --refresh-s must be positive", file=sys.stderr)
+        return EXIT_USAGE
+    from voice_agent.reports.live import watch
+
+    asyncio.run(watch(broker.host, broker.port, sys.stdout, window=args.window,
+                      refresh_s=args.refresh_s, duration_s=args.duration_s))  # fmt: skip
     return 0
 
 

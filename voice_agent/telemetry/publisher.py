@@ -200,6 +200,8 @@ class MqttPublisher:
                     return
                 log.info("telemetry: broker %s:%d unavailable (%s); retrying in %.1f s",
                          self.broker.host, self.broker.port, exc, backoff_s)  # fmt: skip
+            except Exception:  # a bug here must not end telemetry for the process
+                log.exception("telemetry: publisher failed; retrying in %.1f s", backoff_s)
             finally:
                 self._connected = False
             if self._closing and self._inflight is None and not self._buffer:

@@ -15,17 +15,23 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from tests.fakes import settings, silence, url
+from tools.bike_shop.db import ShopContext
+from tools.bike_shop.pack import call_tool
+from tools.bike_shop.results import ToolResult
 from tools.bike_shop.schemas import ARGUMENT_MODELS
-from voice_agent.agent import ToolOutcome
+from voice_agent.agent import DegradeKind, ReplyKind, ToolOutcome
+from voice_agent.agent.tools import RunTool
 from voice_agent.audio import resample, rms_dbfs
 from voice_agent.brain.format import AgentSay
+from voice_agent.brain.phrases import phrases
 from voice_agent.events import Pcm16
 from voice_agent.pipeline import Pipeline, PipelineSession
 from voice_agent.simulator import REPLY_DBFS, simulate_call
@@ -65,15 +71,23 @@ def bookings(path: Path) -> int:
 
 @contextlib.asynccontextmanager
 async def pipeline_server(
-    tmp_path: Path, synthesizer: Synthesizer | None = None
+    tmp_path: Path,
+    synthesizer: Synthesizer | None = None,
+    run_tool: RunTool = call_tool,
+    **pipeline: Any,
 ) -> AsyncIterator[tuple[VoiceServer, list[PipelineSession]]]:
-    """A loopback server whose calls go through a real pipeline; yields the sessions."""
+    """A loopback server whose calls go through a real pipeline; yields the sessions.
+    `pipeline`: more `[pipeline]` settings."""
     cfg = settings(
         models={"tts_backend": "espeak"},
-        pipeline={"records": tmp_path / "turns.jsonl", "shop_db": tmp_path / "shop.sqlite"},
+        pipeline={
+            "records": tmp_path / "turns.jsonl",
+            "shop_db": tmp_path / "shop.sqlite",
+            **pipeline,
+        },
     )
     sessions: list[PipelineSession] = []
-    async with Pipeline(cfg, synthesizer=synthesizer) as pipeline:
+    async with Pipeline(cfg, synthesizer=synthesizer, run_tool=run_tool) as pipeline:
 
         def factory() -> CallSession:
             sessions.append(pipeline.new_session())
@@ -158,3 +172,46 @@ async def test_barge_in_clears_the_audio_and_keeps_only_what_was_heard(tmp_path:
         if c.tool == "book_service" and c.outcome in (ToolOutcome.OK, ToolOutcome.RAN_CANCELLED)
     }
     assert bookings(tmp_path / "shop.sqlite") - seeded == len(booked)
+
+
+async def test_a_tool_that_hangs_past_its_timeout_gets_an_apology_and_the_call_goes_on(
+    tmp_path: Path,
+) -> None:
+    release, hung = threading.Event(), []
+
+    def first_call_hangs(name: str, args: Mapping[str, Any], ctx: ShopContext) -> ToolResult:
+        if not hung:  # the first tool call hangs well past its 2 s timeout, then fails
+            hung.append(name)
+            release.wait(8.0)
+            raise RuntimeError("the back office never answered")
+        return call_tool(name, args, ctx)
+
+    caller = spoken(
+        (5.0, "Hi, where is my order? The number is 4 0 2 1 3."),
+        (7.0, "Okay. When are you open on Saturday?"),
+    )
+    try:
+        # Trust the model's answers (min_confidence 0): the tool's fate is under test.
+        async with pipeline_server(tmp_path, run_tool=first_call_hangs, min_confidence=0.0) as (
+            server,
+            sessions,
+        ):
+            summary, reply = await simulate_call(
+                url(server), caller, RATE_HZ, idle_after_reply_s=1.0, max_tail_s=10.0
+            )
+    finally:
+        release.set()
+    assert server.calls[-1].close_code == 1000
+    first, second = sessions[0].turns[:2]
+    assert hung, "the model called no tool for an order question"
+    [timed_out] = first.tool_calls
+    assert timed_out.tool == hung[0] and timed_out.outcome is ToolOutcome.TIMEOUT
+    assert first.reply is not None and first.reply.kind is ReplyKind.FALLBACK
+    assert DegradeKind.TOOL_TIMEOUT in [d.kind for d in first.reply.degrades]
+    assert first.agent_text == phrases().tool_failed
+    # The caller heard the apology before their next line, and the next line was answered.
+    assert loud_ms(reply, summary.turn_end_ms[0], summary.turn_end_ms[1] - 3000) > 500
+    assert second.reply is not None and second.agent_text and not second.failed
+    assert loud_ms(reply, summary.turn_end_ms[1], summary.duration_ms) > 300
+    records = read_jsonl(tmp_path / "turns.jsonl")
+    assert [c.outcome.value for c in records[0].tool_calls] == ["timeout"]

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING
 from engine.batching import Engine
 from engine.checkpoint import Checkpoint, load
 from tools.bike_shop.db import ShopContext, ShopDb
+from tools.bike_shop.pack import call_tool
 from voice_agent.agent import Agent, AgentConfig
+from voice_agent.agent.tools import RunTool
 from voice_agent.audio import PHONE_RATE_HZ
 from voice_agent.clock import Clock, MonotonicClock
 from voice_agent.config import Settings
@@ -70,15 +72,18 @@ class Pipeline:
         synthesizer: Synthesizer | None = None,
         clock: Clock | None = None,
         shop_now: Callable[[], datetime] = datetime.now,
+        run_tool: RunTool = call_tool,
     ) -> None:
         """`synthesizer` defaults to `[models] tts_backend` (Piper, else espeak-ng);
-        `shop_now` is the shop's wall clock (tools resolve "tomorrow" with it)."""
+        `shop_now` is the shop's wall clock (tools resolve "tomorrow" with it);
+        `run_tool` runs the tool pack's tools (tests pass a failing or hanging one)."""
         self.settings = settings
         self.clock = clock or MonotonicClock()
         self.budgets = Budgets.from_settings(settings.budgets)
         self.checkpoint_path = resolve_checkpoint(settings.models.llm)
         self._synth = synthesizer
         self._shop_now = shop_now
+        self._run_tool = run_tool
         self._checkpoint: Checkpoint | None = None
         self._engine: Engine | None = None
         self._asr: AsrWorker | None = None
@@ -181,7 +186,7 @@ class Pipeline:
         config = AgentConfig(min_confidence=self.settings.pipeline.min_confidence)
         ctx = ShopContext(self._shop, self._shop_now)
         return Agent(self.engine, self._checkpoint.tokenizer, ctx, config=config,
-                     clock=self.clock)  # fmt: skip
+                     run_tool=self._run_tool, clock=self.clock)  # fmt: skip
 
     def new_listener(self, sample_rate_hz: int) -> Listener:
         if self._asr is None:

@@ -353,6 +353,7 @@ async def test_a_call_greets_hears_and_ends_itself_after_a_hang_up_reply(
     running = asyncio.create_task(c.session.run(start, inbound, c.player))
     await inbound.put(AudioReceived(np.zeros(160, np.int16), RATE_HZ, 0, 1))
     await asyncio.sleep(0.05)
+    assert c.session.agent.tools.caller == "call:CA1"  # tools scoped to this call's caller
     pipeline.listener.emit(final("thanks, bye"))
     await asyncio.wait_for(running, 5.0)  # returns by itself: nobody hung up
     await c.close()

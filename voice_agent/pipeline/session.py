@@ -40,7 +40,7 @@ from voice_agent.hearing.events import (
 from voice_agent.hearing.listener import Listener
 from voice_agent.latency import TurnTracker
 from voice_agent.pipeline.voice import AgentVoice
-from voice_agent.transports.call import Inbound
+from voice_agent.transports.call import Inbound, caller_identity
 from voice_agent.transports.player import AudioPlayer, Utterance
 from voice_agent.turn_record import Mark, TurnRecord
 
@@ -114,6 +114,7 @@ class PipelineSession:
         """Greet, then converse until the caller hangs up or the agent ends the call."""
         self._attach(player)
         self._call_id = call.call_id
+        self._agent.set_caller(caller_identity(call))
         self._fed_at_s = self._clock.now()
         listener = self._p.new_listener(call.sample_rate_hz)
         hearing = asyncio.create_task(self._hear(listener), name=f"hear-{call.call_id}")

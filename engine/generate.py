@@ -54,7 +54,9 @@ class DecodeState:
     answer: list[int] = field(default_factory=list)
     forwards: int = 0
     decided: int = 0
-    """Tokens chosen by the model (not placed by a scaffold or filled after EOS)."""
+    """Tokens chosen by the model (not placed by a scaffold; none after the EOS)."""
+    chosen: Tensor | None = None
+    """(block,) bool: positions of the current block the threshold rule committed."""
     min_confidence: float = 1.0
     """Lowest confidence of any token the model committed (forced commits included):
     how unsure the answer is."""
@@ -140,10 +142,12 @@ def decode_step(
         s.forwards += 1
         s.steps_in_block += 1
         s.decided += int(chosen[b].sum())
+        s.chosen = chosen[b] if s.chosen is None else s.chosen | chosen[b]
         if chosen[b].any():
             s.min_confidence = min(s.min_confidence, float(conf[b][chosen[b]].min()))
         if s.plan is not None:
             s.decided -= s.plan.after_commit(s.canvas, len(s.answer))
+            s.chosen &= s.canvas != ids.mask  # taken back: no longer decided
         block = _finished_block(s, ids)
         if block is not None:
             done.append(BlockDone(s, tuple(block)))
@@ -203,6 +207,8 @@ def _finished_block(s: DecodeState, ids: SpecialIds) -> list[int] | None:
             s.canvas[e:] = ids.eos  # nothing after EOS matters; stop denoising it
             return None
         s.finish = FinishReason.EOS
+        if s.chosen is not None:  # committed past the EOS: thrown away, not decided
+            s.decided -= int(s.chosen[e + 1 :].sum())
         return canvas[:e]
     return None if ids.mask in canvas else canvas
 
@@ -218,7 +224,7 @@ def _next_block(s: DecodeState, block: list[int], ids: SpecialIds, next_step_end
     elif s.forced and deadline is not None and next_step_end_s > deadline and not call_open:
         s.finish = FinishReason.DEADLINE
     else:
-        s.fresh, s.steps_in_block = block, 0
+        s.fresh, s.steps_in_block, s.chosen = block, 0, None
         s.canvas = torch.full_like(s.canvas, ids.mask)
         if s.plan is not None:
             s.plan.fill_block(s.canvas, len(s.answer))

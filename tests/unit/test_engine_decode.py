@@ -157,6 +157,13 @@ def test_answer_is_never_empty_even_when_eos_is_favoured() -> None:
     assert IDS.eos not in g.token_ids
 
 
+def test_tokens_committed_past_the_eos_are_not_counted_as_decided() -> None:
+    # Everything commits in one forward: a token, the EOS, then EOS fill to the block's end.
+    g = run(biased(tiny_model(), IDS.eos), Schedule(threshold=0.0))
+    assert len(g.token_ids) == 1 and g.forwards == 1
+    assert g.decided_tokens == 2  # the answer's token and its EOS, not the whole block
+
+
 def test_length_limit_cuts_at_a_block_boundary() -> None:
     g = run(biased(tiny_model(), None, ban=IDS.eos), Schedule(max_new_tokens=5))
     assert len(g.token_ids) == 2 * BS and g.finish_reason is FinishReason.LENGTH

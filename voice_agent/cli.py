@@ -1,4 +1,4 @@
-"""`voice-agent`: serve, call (the simulator), twiml, demo, report."""
+"""`voice-agent`: serve, call (the simulator), twiml, mic, demo, report."""
 
 from __future__ import annotations
 
@@ -77,6 +77,20 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--refresh-s", type=float, default=1.0, help="live view: redraw interval")
     r.add_argument("--duration-s", type=float, help="live view: stop after this long")
 
+    m = sub.add_parser(
+        "mic", help="talk to the agent on this machine's microphone and speakers, or headless"
+    )
+    m.add_argument("--input-wav", type=Path, help="headless: the caller's audio (PCM WAV)")
+    m.add_argument("--output-wav", type=Path, help="headless: where to write the agent's audio")
+    m.add_argument(
+        "--max-tail-s",
+        type=float,
+        default=15.0,
+        help="headless: longest wait for the agent after the caller's audio ends",
+    )
+    m.add_argument("--records", type=Path, help="append one JSON line per turn to this file")
+    m.add_argument("--shop-db", type=Path, help="the bike shop's SQLite file")
+
     d = sub.add_parser("demo", help="the end-to-end demo call on loopback")
     d.add_argument("--out-dir", type=Path, default=Path("out"))
     d.add_argument(
@@ -103,12 +117,15 @@ def main(argv: list[str] | None = None) -> int:
                 "port": args.port,
                 "max_calls": args.max_calls,
             }
+        if args.command in ("serve", "mic"):
             overrides["pipeline"] = {"records": args.records, "shop_db": args.shop_db}
         settings = load_settings(args.config, **overrides)
         if args.command == "serve":
             return asyncio.run(_serve(settings, echo=args.echo))
         if args.command == "call":
             return asyncio.run(_call(args))
+        if args.command == "mic":
+            return _mic(settings, args)
         return asyncio.run(_demo(settings, args.out_dir, echo=args.echo))
     except ConfigError as exc:
         print(f"voice-agent: {exc}", file=sys.stderr)
@@ -241,8 +258,15 @@ async def _call(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mic(settings: Settings, args: argparse.Namespace) -> int:
+    from voice_agent.mic import MicOptions, run_mic
+
+    options = MicOptions(args.input_wav, args.output_wav, args.max_tail_s)
+    return asyncio.run(run_mic(settings, options))
+
+
 async def _demo(settings: Settings, out_dir: Path, *, echo: bool = False) -> int:
-    from voice_agent.demo import conversation_lines, latency_table, run_demo
+    from voice_agent.demo import call_report, run_demo
 
     try:
         result = await run_demo(settings, out_dir, echo=echo)
@@ -252,9 +276,7 @@ async def _demo(settings: Settings, out_dir: Path, *, echo: bool = False) -> int
     if echo:
         print(json.dumps(result.summary.to_json(), indent=2))
     else:
-        print("\n".join(["conversation:", *conversation_lines(result), ""]))
-        print("latency per turn (ms; heard_ms: end of caller speech to first reply heard):")
-        print("\n".join([*latency_table(result), ""]))
+        print("\n".join(call_report(result.greeting, result.turns, result.summary.first_reply_ms)))
         summary = result.summary
         print(
             f"call: {summary.turns} caller turns, {summary.frames_received} reply frames, "

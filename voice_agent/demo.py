@@ -10,6 +10,7 @@ through the Twilio protocol by the call simulator.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -130,10 +131,25 @@ async def _call(
         )
 
 
-def conversation_lines(result: DemoResult) -> list[str]:
+def call_report(
+    greeting: str, turns: Sequence[TurnSummary], heard_ms: Sequence[int | None]
+) -> list[str]:
+    """What `demo` and `mic` print after a call: the conversation, then the latency
+    table (`heard_ms`: per caller turn, end of their speech to the first reply heard)."""
+    return [
+        "conversation:",
+        *conversation_lines(greeting, turns),
+        "",
+        "latency per turn (ms; heard_ms: end of caller speech to first reply heard):",
+        *latency_table(turns, heard_ms),
+        "",
+    ]
+
+
+def conversation_lines(greeting: str, turns: Sequence[TurnSummary]) -> list[str]:
     """The call as text: caller lines as transcribed, agent lines, tool calls."""
-    lines = [f"agent:  {result.greeting}"] if result.greeting else []
-    for turn in result.turns:
+    lines = [f"agent:  {greeting}"] if greeting else []
+    for turn in turns:
         lines.append(f"caller: {turn.caller_text}")
         for call in turn.tool_calls:
             args = ", ".join(f"{k}={v!r}" for k, v in call.arguments.items())
@@ -152,22 +168,21 @@ def _short(text: str, limit: int = DETAIL_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def latency_table(result: DemoResult) -> list[str]:
+def latency_table(turns: Sequence[TurnSummary], heard_ms: Sequence[int | None]) -> list[str]:
     """Per turn: each stage's duration (ms) from the turn record, whether the filler
     played (then `send` counts from the reply's first audio to the filler's first frame,
-    so it is negative), and what the simulated caller measured (end of their speech to
-    the first reply audio they heard)."""
+    so it is negative), and `heard_ms`: what the caller measured (end of their speech to
+    the first reply audio they heard; "-" where missing)."""
     heads = ["turn", *(s.value for s in TABLE_STAGES), "filler", "heard_ms"]
     rows = [heads]
-    for i, turn in enumerate(result.turns):
-        heard = result.summary.first_reply_ms
+    for i, turn in enumerate(turns):
         cells = [str(turn.number)]
         for stage in TABLE_STAGES:
             ms = turn.record.duration_ms(stage)
             cells.append("-" if ms is None else f"{ms:.0f}")
         filler = any(d.action is DegradeAction.PLAY_FILLER for d in turn.record.degrades)
         cells.append("yes" if filler else "-")
-        cells.append(str(heard[i]) if i < len(heard) and heard[i] is not None else "-")
+        cells.append(str(heard_ms[i]) if i < len(heard_ms) and heard_ms[i] is not None else "-")
         rows.append(cells)
     widths = [max(len(row[c]) for row in rows) for c in range(len(heads))]
     return ["  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]

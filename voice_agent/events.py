@@ -24,6 +24,8 @@ class Protocol(Enum):
 
     TWILIO = "twilio"
     PCM = "pcm"
+    LOCAL = "local"
+    """This machine's microphone and speakers, or a WAV file (`voice-agent mic`)."""
 
 
 class Track(Enum):

@@ -159,11 +159,11 @@ async def simulate_call(
         summary.close_code = ws.close_code
         summary.close_reason = ws.close_reason or ""
     played = np.concatenate(sim.played) if sim.played else np.zeros(0, np.int16)
-    summary.first_reply_ms = _first_reply_ms(summary.turn_end_ms, sim.played)
+    summary.first_reply_ms = first_reply_ms(summary.turn_end_ms, sim.played)
     return summary, played
 
 
-def _first_reply_ms(turn_ends_ms: list[int], played: list[Pcm16]) -> list[int | None]:
+def first_reply_ms(turn_ends_ms: list[int], played: list[Pcm16]) -> list[int | None]:
     loud_ms = [i * FRAME_MS for i, f in enumerate(played) if rms_dbfs(f) > REPLY_DBFS]
     result: list[int | None] = []
     for k, end_ms in enumerate(turn_ends_ms):

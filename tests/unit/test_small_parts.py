@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.fakes import silence, voiced
-from voice_agent.simulator import _first_reply_ms, _Playback, caller_turn_ends_ms
+from voice_agent.simulator import _Playback, caller_turn_ends_ms, first_reply_ms
 from voice_agent.transports.auth import (
     bearer_or_query_token,
     secret_matches,
@@ -108,5 +108,5 @@ def test_playback_buffers_frames_and_marks_like_twilio() -> None:
 def test_first_reply_is_per_turn_and_none_when_unanswered() -> None:
     quiet, loud = np.zeros(160, np.int16), np.full(160, 3000, np.int16)
     played = [quiet] * 60 + [loud] * 5 + [quiet] * 100
-    assert _first_reply_ms([1000], played) == [200]
-    assert _first_reply_ms([1000, 3000], played) == [200, None]
+    assert first_reply_ms([1000], played) == [200]
+    assert first_reply_ms([1000, 3000], played) == [200, None]

@@ -164,6 +164,7 @@ class _Stream:
     def __init__(self, sd: FakeSoundDevice, kw: dict[str, Any], *, mic: bool) -> None:
         self.sd, self.kw, self.mic = sd, kw, mic
         self.stop = threading.Event()
+        self.latency = 0.01
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:

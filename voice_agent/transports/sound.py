@@ -5,7 +5,9 @@ a device line is opened. The microphone's callback hands 20 ms blocks to the eve
 (dropping blocks, with a warning, if the loop falls a second behind: a microphone cannot
 be asked to wait); the speakers' callback pulls from the call's `Playback`, and each mark
 is echoed once the block that completes it should have reached the speaker (the
-stream's output latency later), so the session knows what the caller heard.
+stream's output latency later), so the session knows what the caller heard. There is no
+echo cancellation: with loudspeakers the microphone hears the agent, which can then
+interrupt itself; use headphones.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ PREFERRED_RATE_HZ = ASR_RATE_HZ
 """Opened at this rate when the device allows it (no resampling before the VAD)."""
 MIC_BACKLOG_BLOCKS = 50
 """Microphone blocks (20 ms each) waiting for the event loop before new ones are dropped."""
+MAX_OUTPUT_LATENCY_S = 0.5
+"""A reported output latency above this is not believed (marks would lag behind)."""
 HEADLESS_HINT = "use --input-wav FILE --output-wav FILE to run without audio devices"
 
 
@@ -106,12 +110,13 @@ async def device_line(sd: ModuleType, call: LocalCall, devices: Devices) -> None
     def on_input(indata: Any, frames: int, time: Any, status: Any) -> None:
         loop.call_soon_threadsafe(take, np.array(indata[:, 0], dtype=np.int16))
 
+    output_latency_s = 0.0
+
     def on_output(outdata: Any, frames: int, time: Any, status: Any) -> None:
         samples, marks = call.playback.pull(frames)
         outdata[:, 0] = samples
-        if marks:
-            delay_s = max(0.0, time.outputBufferDacTime - time.currentTime)
-            delay_s += frames / devices.output_rate_hz
+        if marks:  # heard once this block has gone through the device's buffer
+            delay_s = output_latency_s + frames / devices.output_rate_hz
             for name in marks:
                 loop.call_soon_threadsafe(loop.call_later, delay_s, call.player.on_mark, name)
 
@@ -123,6 +128,8 @@ async def device_line(sd: ModuleType, call: LocalCall, devices: Devices) -> None
                                   blocksize=_block(devices.output_rate_hz), **common)  # fmt: skip
     except (sd.PortAudioError, ValueError) as exc:
         raise NoAudioDevice(f"cannot open the audio devices ({exc}); {HEADLESS_HINT}") from None
+    # The stream's own figure: hosts disagree on the callback's time stamps (some give 0).
+    output_latency_s = min(float(speaker.latency), MAX_OUTPUT_LATENCY_S)
     with mic, speaker:
         while True:
             await call.hear(await blocks.get())

@@ -170,7 +170,7 @@ class ToolRunner:
                 )
             except asyncio.CancelledError:
                 discarded.set()
-                outcome = await _settle(job, start_s + timeout_s - self._clock.now())
+                outcome = await _settle(job, start_s + timeout_s - self._clock.now(), call.tool)
                 if isinstance(outcome, _Discarded):
                     self._finish(call, turn, generation, start_s, ToolOutcome.NOT_RUN_CANCELLED,
                                  None, tracker, handle)  # fmt: skip
@@ -181,6 +181,7 @@ class ToolRunner:
                 raise
         except TimeoutError:
             discarded.set()  # still queued for a thread: never start it
+            _outlive(job, call.tool)
             log.warning("tool %s timed out after %.1f s; the caller hears an apology",
                         call.tool, timeout_s)  # fmt: skip
             outcome = TimeoutError(f"no result within {timeout_s:.1f} s")
@@ -258,7 +259,9 @@ def _checked(result: object) -> ToolResult:
     return cast(ToolResult, result)
 
 
-async def _settle(job: asyncio.Future[ToolResult], wait_s: float) -> ToolResult | BaseException:
+async def _settle(
+    job: asyncio.Future[ToolResult], wait_s: float, tool: str
+) -> ToolResult | BaseException:
     """The job's result or exception once it is done, waiting at most `wait_s` (its
     timeout's remainder) even if cancelled again meanwhile."""
     try:
@@ -266,6 +269,24 @@ async def _settle(job: asyncio.Future[ToolResult], wait_s: float) -> ToolResult 
     except (asyncio.CancelledError, TimeoutError) as exc:
         if job.done() and not job.cancelled():
             return job.exception() or job.result()
+        _outlive(job, tool)
         return exc
     except BaseException as exc:
         return exc
+
+
+def _outlive(job: asyncio.Future[ToolResult], tool: str) -> None:
+    """Stop waiting for a tool still running in its thread: its late outcome is logged
+    when it comes. (Someone must read it: a cancelled `shield` no longer does, and asyncio
+    reports an exception nobody read as "Future exception was never retrieved".)"""
+
+    def late(done: asyncio.Future[ToolResult]) -> None:
+        if done.cancelled():
+            return
+        exc = done.exception()
+        if exc is None:
+            log.info("tool %s finished after its turn stopped waiting for it", tool)
+        elif not isinstance(exc, _Discarded):
+            log.warning("tool %s failed after its turn stopped waiting for it: %r", tool, exc)
+
+    job.add_done_callback(late)

@@ -372,13 +372,26 @@ class PipelineSession:
     ) -> None:
         interrupted = reply is None and not failed
         first = self.voice.first
-        if first is not None and not interrupted:
-            waited_s = 0.0
-            while first.first_sent_at_s is None and not first.heard.done():
-                if waited_s >= FIRST_FRAME_WAIT_S:
-                    break
-                await asyncio.sleep(FRAME_MS / _MS_PER_S)
-                waited_s += FRAME_MS / _MS_PER_S
+        try:
+            if first is not None and not interrupted:
+                await _first_frame_out(first)
+        finally:  # a hang-up while waiting still leaves the turn's record
+            self._record(number, caller_text, agent_text, reply, tracker, fillers, tool_calls,
+                         interrupted, failed)  # fmt: skip
+
+    def _record(
+        self,
+        number: int,
+        caller_text: str,
+        agent_text: str,
+        reply: AgentReply | None,
+        tracker: TurnTracker,
+        fillers: list[Utterance],
+        tool_calls: list[ToolCallRecord],
+        interrupted: bool,
+        failed: bool,
+    ) -> None:
+        first = self.voice.first
         heard_first = [*fillers, first] if first is not None else fillers
         sent = [t for u in heard_first if (t := u.first_sent_at_s) is not None]
         if sent:  # the first reply frame, speech or filler
@@ -387,3 +400,13 @@ class PipelineSession:
         self._p.write_record(record)
         self.turns.append(TurnSummary(number, caller_text, agent_text, reply, tuple(tool_calls),
                                       record, interrupted, failed))  # fmt: skip
+
+
+async def _first_frame_out(first: Utterance) -> None:
+    """Wait (at most `FIRST_FRAME_WAIT_S`) until `first` has its first frame on the wire."""
+    waited_s = 0.0
+    while first.first_sent_at_s is None and not first.heard.done():
+        if waited_s >= FIRST_FRAME_WAIT_S:
+            break
+        await asyncio.sleep(FRAME_MS / _MS_PER_S)
+        waited_s += FRAME_MS / _MS_PER_S

@@ -1,6 +1,13 @@
 """The agent loop: dialogue state, prompts, engine answers, tool calls (see agent.py)."""
 
-from voice_agent.agent.agent import Agent, AgentConfig, AnswerEngine, Draft, same_words
+from voice_agent.agent.agent import (
+    Agent,
+    AgentConfig,
+    AnswerEngine,
+    Draft,
+    EngineStalled,
+    same_words,
+)
 from voice_agent.agent.prompt import fit_prompt, shop_grammar
 from voice_agent.agent.reply import (
     AgentDegrade,
@@ -22,6 +29,7 @@ __all__ = [
     "DegradeKind",
     "Draft",
     "EngineFigures",
+    "EngineStalled",
     "ReplyKind",
     "TextChannel",
     "ToolCallRecord",

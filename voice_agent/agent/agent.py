@@ -13,7 +13,9 @@ its timeout, at most once per turn) and the result goes back to the model, at mo
 whose least confident token is under `min_confidence` gets the "say again" phrase. A
 hand-off tool (transfer, end call) ends the turn with the tool's own line and a reply
 kind the session acts on. A timed-out or crashed tool gets the "tool failed" phrase and
-the call goes on. Every such fallback is recorded in `AgentReply.degrades`.
+the call goes on. Every such fallback is recorded in `AgentReply.degrades`. An engine
+that has not answered by the request's deadline plus `engine_stall_s` is given up on:
+`respond` raises `EngineStalled` (the session then apologizes, as for any engine error).
 
 Preemptive generation: `draft(text)` decodes the first answer to a transcript heard at
 a pause, before the end of the turn is certain, without touching the history or running
@@ -68,7 +70,7 @@ from voice_agent.brain.format import (
     parse_answer,
 )
 from voice_agent.brain.phrases import Phrases, phrases
-from voice_agent.clock import Clock
+from voice_agent.clock import Clock, MonotonicClock
 from voice_agent.latency import TurnTracker
 from voice_agent.turn_record import EffortLevel, Mark
 
@@ -104,6 +106,14 @@ class AgentConfig:
     max_prompt_tokens: int = MAX_PROMPT_TOKENS
     tool_timeout_s: float | None = None
     """None: each tool's own `ToolSpec.timeout_s`."""
+    engine_stall_s: float = 2.0
+    """How long past its deadline an engine request may go before the turn gives up on
+    it (`EngineStalled`). The engine commits what is left at its deadline, so only a
+    wedged or hopelessly overloaded engine gets here."""
+
+
+class EngineStalled(TimeoutError):
+    """The engine gave no answer by the request's deadline plus `engine_stall_s`."""
 
 
 _WORD = re.compile(r"[\w']+")
@@ -172,8 +182,11 @@ class Agent:
         self.phrases = fixed or phrases()
         if ctx.caller is None:  # fail closed: an unidentified call reaches only its own
             ctx = replace(ctx, caller=f"{ANONYMOUS_PREFIX}{uuid.uuid4().hex}")
+        self._clock = clock or MonotonicClock()
+        """The engine's clock: request deadlines are on it (so are tool timings)."""
         self.tools = ToolRunner(ctx, self.phrases.tool_failed, tools=tools, run_tool=run_tool,
-                                timeout_s=self.config.tool_timeout_s, clock=clock)  # fmt: skip
+                                timeout_s=self.config.tool_timeout_s,
+                                clock=self._clock)  # fmt: skip
         self.turns: list[Turn] = []
         """The dialogue so far, as the model reads it."""
         self._turn = 0
@@ -275,13 +288,21 @@ class Agent:
         if tracker is not None:
             tracker.mark(Mark.ENGINE_START)
         result: Generation | None = None
-        async for item in self._engine.stream_result(request):
-            if isinstance(item, Generation):
-                result = item
-                continue
-            if tracker is not None:
-                tracker.mark(Mark.ENGINE_FIRST_BLOCK)
-            turn.streamer.feed(item)
+        limit = asyncio.timeout(self._stall_s(request))
+        try:
+            async with limit:
+                async for item in self._engine.stream_result(request):
+                    if isinstance(item, Generation):
+                        result = item
+                        continue
+                    if tracker is not None:
+                        tracker.mark(Mark.ENGINE_FIRST_BLOCK)
+                    turn.streamer.feed(item)
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            stall_s = self.config.engine_stall_s
+            raise EngineStalled(f"no answer {stall_s:g} s past the engine deadline") from None
         if tracker is not None:
             tracker.mark(Mark.ENGINE_DONE)
         if result is None:
@@ -291,6 +312,15 @@ class Agent:
                                   result.deadline_forced)  # fmt: skip
         turn.figures = turn.figures.add(result)
         return result
+
+    def _stall_s(self, request: Request) -> float | None:
+        """Real seconds the request may take before the turn gives up on the engine
+        (None without a deadline). `request.deadline_s` is on the engine's clock, which
+        is the agent's."""
+        if request.deadline_s is None:
+            return None
+        left_s = max(0.0, request.deadline_s - self._clock.now())
+        return left_s + self.config.engine_stall_s
 
     async def draft(self, caller_text: str, *, effort: Effort | None = None) -> Draft:
         """Decode the first answer to `caller_text` as if it ended the caller's turn,

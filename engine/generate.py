@@ -19,7 +19,13 @@ from torch import Tensor
 from engine.constraints import CallGrammar, CallPlan
 from engine.masks import PROMPT_BLOCK, block_diffusion_mask, with_self
 from engine.model import DiffusionLM, KVCache
-from engine.schedule import Effort, Schedule, confidence, positions_to_commit
+from engine.schedule import (
+    Effort,
+    Schedule,
+    confidence,
+    positions_to_commit,
+    without_adjacent_twins,
+)
 from engine.tokenizer import SpecialIds
 
 STEP_TIME_SMOOTHING = 0.3
@@ -134,6 +140,7 @@ def decode_step(
     )
     threshold = torch.tensor([s.request.schedule.threshold for s in states])
     chosen = positions_to_commit(conf, masked, threshold, commit_all)
+    chosen = without_adjacent_twins(chosen, pred, commit_all, _repeating(ids))
     canvas = torch.where(chosen, pred, canvas)
 
     done: list[BlockDone] = []
@@ -196,6 +203,11 @@ def _banned(states: list[DecodeState], ids: SpecialIds, bs: int, vocab: int) -> 
         if s.request.schedule.effort is Effort.INSTANT:
             banned[b, :, ids.think] = True  # act at once: no reasoning segment
     return banned
+
+
+def _repeating(ids: SpecialIds) -> Tensor:
+    """Ids that legitimately stand side by side in one step: EOS fill, gap padding."""
+    return torch.tensor([ids.eos, ids.gap, ids.pad])
 
 
 def _finished_block(s: DecodeState, ids: SpecialIds) -> list[int] | None:

@@ -76,3 +76,20 @@ def positions_to_commit(
     best = torch.zeros_like(masked).scatter_(1, live.argmax(dim=1, keepdim=True), True)
     chosen |= best & masked
     return chosen | (masked & commit_all[:, None])
+
+
+def without_adjacent_twins(
+    chosen: Tensor,  # (batch, block) bool
+    pred: Tensor,  # (batch, block) token ids
+    keep: Tensor,  # (batch,) bool: rows left as they are (a forced commit fills its block)
+    exempt: Tensor,  # (n,) ids that repeat by design (EOS fill, gap padding)
+) -> Tensor:
+    """`chosen` less each position committed in the same step as its left neighbour with
+    the same token. The two were predicted without seeing each other, which is how
+    parallel decoding writes "Anything Anything"; the right one is decided again in the
+    next step, when it sees the left. The leftmost of a run stays, so a row still makes
+    progress."""
+    twin = torch.zeros_like(chosen)
+    twin[:, 1:] = chosen[:, 1:] & chosen[:, :-1] & (pred[:, 1:] == pred[:, :-1])
+    twin &= ~torch.isin(pred, exempt) & ~keep[:, None]
+    return chosen & ~twin

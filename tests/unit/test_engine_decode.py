@@ -185,14 +185,37 @@ def test_deadline_forces_one_step_blocks_and_ends_on_time() -> None:
     assert not unforced.deadline_forced and len(unforced.token_ids) == 64
 
 
+def positional(model: DiffusionLM, first: int = 20, period: int = 5) -> DiffusionLM:
+    """Make the favourite token differ from one position to the next (sure of each)."""
+
+    def hook(_m: object, _i: object, out: torch.Tensor) -> torch.Tensor:
+        bias = torch.zeros(out.shape[-2:])
+        t = torch.arange(out.shape[-2])
+        bias[t, first + t % period] = 8.0
+        return out + bias
+
+    model.lm_head.register_forward_hook(hook)
+    return model
+
+
 def test_threshold_controls_tokens_per_forward() -> None:
-    model = biased(tiny_model(), None, ban=IDS.eos)
+    model = positional(tiny_model())
     greedy = run(model, Schedule(threshold=1.0, max_new_tokens=8))
     parallel = run(model, Schedule(threshold=0.0, max_new_tokens=8))
     assert greedy.forwards == 8 and greedy.tokens_per_forward == 1.0
     assert parallel.forwards == 2 and parallel.tokens_per_forward == BS
     capped = run(model, Schedule(threshold=1.0, max_new_tokens=8, max_steps_per_block=2))
     assert capped.forwards == 4
+
+
+def test_twins_committed_side_by_side_are_decided_one_at_a_time() -> None:
+    # The same sure token everywhere: committing neighbours together would repeat it.
+    model = biased(tiny_model(), None, ban=IDS.eos)
+    g = run(model, Schedule(threshold=0.0, max_new_tokens=8))
+    assert len(g.token_ids) == 8 and g.forwards == 8  # one per step, each seeing the last
+    # A forced commit still fills its block in one forward.
+    forced = run(model, Schedule(threshold=0.0, max_new_tokens=8), deadline=0.0)
+    assert forced.deadline_forced and forced.forwards == 1 and len(forced.token_ids) == BS
 
 
 def test_stream_yields_blocks_that_make_the_answer() -> None:

@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sqlite3
 import threading
+import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from websockets.asyncio.client import connect
 
 from tests.fakes import settings, silence, url
 from tools.bike_shop.db import ShopContext
@@ -29,7 +32,7 @@ from tools.bike_shop.results import ToolResult
 from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.agent import DegradeKind, ReplyKind, ToolOutcome
 from voice_agent.agent.tools import RunTool
-from voice_agent.audio import resample, rms_dbfs
+from voice_agent.audio import pcm16_to_bytes, resample, rms_dbfs
 from voice_agent.brain.format import AgentSay
 from voice_agent.brain.phrases import phrases
 from voice_agent.events import Pcm16
@@ -215,3 +218,42 @@ async def test_a_tool_that_hangs_past_its_timeout_gets_an_apology_and_the_call_g
     assert loud_ms(reply, summary.turn_end_ms[1], summary.duration_ms) > 300
     records = read_jsonl(tmp_path / "turns.jsonl")
     assert [c.outcome.value for c in records[0].tool_calls] == ["timeout"]
+
+
+async def test_a_pcm_caller_at_16_khz_is_heard_and_answered_at_its_own_rate(
+    tmp_path: Path,
+) -> None:
+    rate, frame = 16000, 320  # 20 ms frames of PCM16LE, sent at real time
+    voice = EspeakSynthesizer()
+    line = resample(voice.synthesize("When do you open on Saturday?"), voice.sample_rate_hz, rate)
+    caller = np.concatenate([silence(4.0, rate), line, silence(6.0, rate)])
+    speech_end_s = (4.0 * rate + len(line)) / rate
+    received: list[tuple[float, bytes]] = []  # (seconds into the call, audio)
+    async with pipeline_server(tmp_path) as (server, sessions):
+        async with connect(url(server, "/pcm")) as ws:
+            await ws.send(json.dumps({"event": "start", "sample_rate_hz": rate}))
+            start = time.monotonic()
+
+            async def listen() -> None:
+                async for message in ws:
+                    if isinstance(message, bytes):
+                        received.append((time.monotonic() - start, message))
+                    elif (event := json.loads(message))["event"] == "mark":
+                        await ws.send(json.dumps({"event": "mark", "name": event["name"]}))
+
+            listening = asyncio.create_task(listen())
+            for k, i in enumerate(range(0, len(caller), frame)):
+                await ws.send(pcm16_to_bytes(caller[i : i + frame]))
+                await asyncio.sleep(max(0.0, start + (k + 1) * 0.02 - time.monotonic()))
+            await ws.send(json.dumps({"event": "stop"}))
+            await asyncio.wait_for(listening, 10.0)
+    [session] = sessions
+    [turn] = session.turns
+    assert turn.caller_text and turn.reply is not None and turn.agent_text
+    # Reply audio at the caller's rate (whole 16-bit samples) after the end of the speech.
+    after = b"".join(chunk for t, chunk in received if t > speech_end_s)
+    samples = np.frombuffer(after, "<i2")
+    assert len(after) % 2 == 0 and len(samples) > 0.3 * rate
+    assert rms_dbfs(samples) > REPLY_DBFS
+    [record] = read_jsonl(tmp_path / "turns.jsonl")
+    assert record.duration_ms(Stage.TURN) is not None

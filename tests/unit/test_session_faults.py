@@ -42,6 +42,7 @@ from voice_agent.events import (
 from voice_agent.hearing.events import PausedTranscript, SpeechEnded
 from voice_agent.transports.call import Inbound
 from voice_agent.turn_record import DegradeAction
+from voice_agent.turn_record import ToolOutcome as TrackedOutcome
 
 from .test_agent import BOOKING, MONDAY_10AM, TOKENIZER, ScriptedEngine, bookings, call, say
 from .test_pipeline_session import (
@@ -227,7 +228,7 @@ async def test_hang_up_mid_engine_decode_records_the_interrupted_turn(
 async def test_hang_up_mid_tool_call_lets_the_tool_finish_once_and_speaks_nothing_of_it(
     tok: TextTokenizer, shop: ShopContext
 ) -> None:
-    release, ran = threading.Event(), []
+    release, ran = threading.Event(), list[str]()
     tool = blocking_tool(release, ran)
     engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING), say(tok, "Booked."))
     c = Call(FaultPipeline(tok, shop, engine, run_tool=tool))
@@ -250,7 +251,7 @@ async def test_hang_up_mid_tool_call_lets_the_tool_finish_once_and_speaks_nothin
     [turn] = c.session.turns
     assert turn.interrupted and [t.outcome for t in turn.tool_calls] == [ToolOutcome.RAN_CANCELLED]
     [record] = c.pipeline.records
-    assert [t.outcome.value for t in record.tool_calls] == ["cancelled"]
+    assert [t.outcome for t in record.tool_calls] == [TrackedOutcome.CANCELLED]
     # The history keeps the booking that happened; nothing of it was said.
     assert isinstance(c.session.agent.turns[-2], AgentCall)
     assert isinstance(c.session.agent.turns[-1], ToolResultTurn)
@@ -259,7 +260,7 @@ async def test_hang_up_mid_tool_call_lets_the_tool_finish_once_and_speaks_nothin
 async def test_hang_up_mid_tool_call_past_its_timeout_leaves_no_unretrieved_error(
     tok: TextTokenizer, shop: ShopContext, caplog: pytest.LogCaptureFixture
 ) -> None:
-    release, ran = threading.Event(), []
+    release, ran = threading.Event(), list[str]()
     tool = blocking_tool(release, ran, RuntimeError("the back office fell over"))
     engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING))
     c = Call(FaultPipeline(tok, shop, engine, run_tool=tool, tool_timeout_s=0.1))

@@ -4,11 +4,13 @@
 example's action; `Scorer.report()` gives the figures `scripts/eval_brain.py` writes:
 exact tool-call match (name and every argument), argument-level accuracy, speak-vs-call
 decisions, empty/unparseable answers, exact replies, and replies that state a number or
-time found neither in the caller's lines nor in a tool result.
+time found neither in the caller's lines nor in a tool result, and per gold tool how
+its calls went (right tool, exact, a reply instead, another tool, unparseable).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,19 +46,25 @@ class Scorer:
     ungrounded_says: int = 0
     predicted_says: int = 0
     errors: list[str] = field(default_factory=list)
+    by_tool: dict[str, Counter[str]] = field(default_factory=dict)
+    """Per gold tool: calls, right_tool, exact, said_instead, other_tool, unparseable."""
 
     def add(self, example: Example, answer_text: str) -> bool:
         """Score one answer; True when its action equals the gold action exactly."""
         self.answers += 1
         gold = example.action
+        tally: Counter[str] = Counter()
         if isinstance(gold, AgentCall):
             self.calls += 1
             self.arguments += len(gold.arguments)
+            tally = self.by_tool.setdefault(gold.tool, Counter())
+            tally["calls"] += 1
         else:
             self.says += 1
         try:
             got = parse_answer(answer_text, tools=self.tools).action
         except AnswerError as exc:
+            tally["unparseable"] += isinstance(gold, AgentCall)
             self.unparseable += 1
             self.empty += "empty" in str(exc)
             if len(self.errors) < MAX_KEPT_ERRORS:
@@ -69,11 +77,18 @@ class Scorer:
                 t.text for t in example.history if isinstance(t, CallerTurn | ToolResultTurn)
             ]
             self.ungrounded_says += bool(ungrounded(got.text, sources, self.fixed_phrases))
+        if isinstance(gold, AgentCall):
+            if isinstance(got, AgentSay):
+                tally["said_instead"] += 1
+            elif got.tool != gold.tool:
+                tally["other_tool"] += 1
         if isinstance(gold, AgentCall) and isinstance(got, AgentCall) and got.tool == gold.tool:
             right = sum(_same(got.arguments.get(k), v) for k, v in gold.arguments.items())
             self.arguments_right += right
             exact = right == len(gold.arguments)
             self.exact_calls += exact
+            tally["right_tool"] += 1
+            tally["exact"] += exact
             return exact
         if isinstance(gold, AgentSay) and isinstance(got, AgentSay):
             exact = got.text.strip() == gold.text.strip()
@@ -92,10 +107,15 @@ class Scorer:
             "ungrounded_replies": _ratio(self.ungrounded_says, self.predicted_says),
             "answers": self.answers,
             "calls": self.calls,
+            "by_tool": {
+                tool: {key: tally[key] for key in _TALLY_KEYS}
+                for tool, tally in sorted(self.by_tool.items())
+            },
         }
 
 
 MAX_KEPT_ERRORS = 20
+_TALLY_KEYS = ("calls", "right_tool", "exact", "said_instead", "other_tool", "unparseable")
 
 
 def _same(got: Any, want: Any) -> bool:

@@ -1,0 +1,42 @@
+"""Scoring answers against gold actions, per tool included (literal answers, no model)."""
+
+from __future__ import annotations
+
+import json
+
+from engine.schedule import Effort
+from tools.bike_shop.schemas import ARGUMENT_MODELS
+from voice_agent.brain.dialogues import Example, Intent
+from voice_agent.brain.format import AgentCall, AgentSay, CallerTurn
+from voice_agent.brain.scoring import Scorer
+
+HOURS = AgentCall("opening_hours", {"day": "saturday"})
+ORDER = AgentCall("order_status", {"order_number": "40213"})
+
+
+def example(action: AgentCall | AgentSay) -> Example:
+    history = (CallerTurn("hi, when do you open on saturday, and where is order 40213?"),)
+    return Example("d1", 1, history, Effort.LOW, None, action, Intent.HOURS)
+
+
+def call(tool: str, **arguments: str) -> str:
+    return "<call>" + json.dumps({"name": tool, "arguments": arguments})
+
+
+def test_calls_are_scored_per_tool() -> None:
+    scorer = Scorer(ARGUMENT_MODELS)
+    assert scorer.add(example(HOURS), call("opening_hours", day="saturday"))
+    assert not scorer.add(example(HOURS), call("opening_hours", day="sunday"))
+    assert not scorer.add(example(HOURS), "<say> We open at ten.")
+    assert not scorer.add(example(ORDER), call("opening_hours", day="saturday"))
+    assert not scorer.add(example(ORDER), "<call> not json")
+    assert scorer.add(example(AgentSay("Hello!")), "<say> Hello!")
+    report = scorer.report()
+    assert report["calls"] == 5 and report["answers"] == 6
+    assert report["exact_tool_call"] == 0.2 and report["exact_reply"] == 1.0
+    assert report["by_tool"] == {
+        "opening_hours": {"calls": 3, "right_tool": 2, "exact": 1, "said_instead": 1,
+                          "other_tool": 0, "unparseable": 0},
+        "order_status": {"calls": 2, "right_tool": 0, "exact": 0, "said_instead": 0,
+                         "other_tool": 1, "unparseable": 1},
+    }  # fmt: skip

@@ -324,14 +324,16 @@ class PipelineSession:
             await self._cancel(respond)
             self._agent.commit_spoken(agent_text)
             await self.voice.say(agent_text)
-        finally:
-            if not filler.done():
-                filler.cancel()
-            fillers = [u for u in await asyncio.gather(filler, return_exceptions=True)
-                       if isinstance(u, Utterance)]  # fmt: skip
-            await self._cancel(respond)
-            await self._finish_turn(number, caller_text, agent_text, reply, tracker, fillers,
-                                    self._agent.tools.records[tools_before:], failed)  # fmt: skip
+        finally:  # no await before the record's own finally: a hang-up may land anywhere
+            filler.cancel()  # a filler still pending has not played (playing is its last step)
+            played = filler.done() and not filler.cancelled() and filler.exception() is None
+            fillers = [u] if played and isinstance(u := filler.result(), Utterance) else []
+            try:
+                await self._cancel(respond)
+            finally:
+                tool_calls = self._agent.tools.records[tools_before:]
+                await self._finish_turn(number, caller_text, agent_text, reply, tracker, fillers,
+                                        tool_calls, failed)  # fmt: skip
         if reply is not None and reply.ends_call:
             log.info("call %s: the agent ends the call (%s)", self._call_id, reply.kind.value)
             await self.voice.played_out()
@@ -372,8 +374,10 @@ class PipelineSession:
     ) -> None:
         interrupted = reply is None and not failed
         first = self.voice.first
+        # Cancelled (hang-up, barge-in): record the turn at once, without waiting on the wire.
+        cancelled = (task := asyncio.current_task()) is not None and task.cancelling() > 0
         try:
-            if first is not None and not interrupted:
+            if first is not None and not interrupted and not cancelled:
                 await _first_frame_out(first)
         finally:  # a hang-up while waiting still leaves the turn's record
             self._record(number, caller_text, agent_text, reply, tracker, fillers, tool_calls,

@@ -36,7 +36,14 @@ from voice_agent.events import (
     SendAudio,
     SendMark,
 )
-from voice_agent.hearing.events import BargeIn, FinalTranscript, PausedTranscript, SpeechEnded
+from voice_agent.hearing.events import (
+    BargeIn,
+    FinalTranscript,
+    PartialTranscript,
+    PausedTranscript,
+    SpeechEnded,
+    SpeechStarted,
+)
 from voice_agent.pipeline import PipelineSession, SpokenPiece, heard_text
 from voice_agent.speech import PhraseCache
 from voice_agent.transports.call import Inbound
@@ -451,3 +458,42 @@ async def test_no_draft_while_the_engine_is_busy_or_the_agent_speaks(
     await c.hear(PausedTranscript("when do you open", 0, 900))
     assert c.session._draft is None
     await c.close()
+
+
+async def test_a_late_final_is_replaced_by_a_partial_that_holds_the_whole_turn(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    engine = ScriptedEngine(tok, say(tok, "We open at nine."))
+    c = Call(FakePipeline(tok, shop, engine))
+    await c.hear(SpeechStarted(0, 100), PartialTranscript("when do you open", 0, 960),
+                 SpeechEnded(0, 1000, 1400))  # fmt: skip
+    await asyncio.sleep(0.05)  # no final: the fake clock reaches the transcript deadline
+    assert c.session._reply_task is not None
+    await c.turn_done()
+    await c.hear(final("when do you open on monday"))  # the late final: dropped
+    await asyncio.sleep(0.01)
+    await c.close()
+    [turn] = c.session.turns
+    assert turn.caller_text == "when do you open" and turn.agent_text == "We open at nine."
+    [record] = c.pipeline.records
+    assert DegradeAction.USE_PARTIAL_TRANSCRIPT in [d.action for d in record.degrades]
+    assert record.at_ms(Mark.FINAL_TRANSCRIPT) is not None
+    assert len(engine.requests) == 1
+
+
+async def test_a_partial_that_misses_the_end_of_the_turn_waits_for_the_final(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    engine = ScriptedEngine(tok, say(tok, "We open at nine."))
+    c = Call(FakePipeline(tok, shop, engine))
+    await c.hear(SpeechStarted(0, 100), PartialTranscript("when do", 0, 500),
+                 SpeechEnded(0, 1000, 1400))  # fmt: skip
+    await asyncio.sleep(0.05)
+    assert c.session._reply_task is None  # nothing to answer from yet
+    await c.hear(final("when do you open"))
+    await c.turn_done()
+    await c.close()
+    [turn] = c.session.turns
+    assert turn.caller_text == "when do you open"
+    actions = [d.action for d in c.pipeline.records[0].degrades]
+    assert DegradeAction.USE_PARTIAL_TRANSCRIPT not in actions

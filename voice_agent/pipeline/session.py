@@ -28,13 +28,16 @@ from typing import TYPE_CHECKING
 
 from voice_agent.agent import Agent, AgentReply, Draft, TextChannel, ToolCallRecord, same_words
 from voice_agent.audio import FRAME_MS
+from voice_agent.degrade import TranscriptChoice
 from voice_agent.events import AudioReceived, CallStarted, CallStopped, DtmfReceived
 from voice_agent.hearing.events import (
     BargeIn,
     FinalTranscript,
     HearingEvent,
+    PartialTranscript,
     PausedTranscript,
     SpeechEnded,
+    SpeechStarted,
     TranscriptionFailed,
 )
 from voice_agent.hearing.listener import Listener
@@ -51,6 +54,10 @@ log = logging.getLogger(__name__)
 
 LISTENER_CLOSE_S = 3.0
 """How long a call's end waits for a final transcript still decoding."""
+PARTIAL_COVER_MS = 100
+"""A transcript heard before the end of the turn (partial or at a pause) may stand in for
+a final that is late only when its audio reaches this close to the end of the speech:
+then it already holds the whole turn."""
 FIRST_FRAME_WAIT_S = 2.0
 """How long a turn waits for its first reply frame to go out before writing its record."""
 _MS_PER_S = 1000.0
@@ -88,6 +95,12 @@ class PipelineSession:
         """The caller's words at their last pause and the draft answer being decoded."""
         self._speech_ended: collections.deque[SpeechEnded] = collections.deque()
         """Turns heard whose transcript has not come yet (finals come in turn order)."""
+        self._latest: PartialTranscript | PausedTranscript | None = None
+        """The latest transcript of the caller's open turn, before its final."""
+        self._watches: dict[int, asyncio.Task[None]] = {}
+        """Per ended turn (its `end_ms`) waiting for its final: the partial fallback."""
+        self._answered_early: set[int] = set()
+        """Ended turns (`end_ms`) answered from a partial: their final is dropped."""
         self._fed_ms = 0.0
         self._fed_at_s = 0.0
         self._turns = 0
@@ -131,6 +144,7 @@ class PipelineSession:
             await self._cancel_reply()
             hearing.cancel()
             await asyncio.gather(hearing, return_exceptions=True)
+            await self._cancel_watches()  # any the hearing loop started meanwhile
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(listener.close(), LISTENER_CLOSE_S)
             self._p.call_ended(call.call_id, self._turns)
@@ -171,23 +185,74 @@ class PipelineSession:
         if isinstance(event, BargeIn):
             log.info("call %s: barge-in at %d ms", self._call_id, event.detected_ms)
             await self._interrupt()
+        elif isinstance(event, SpeechStarted):
+            self._latest = None
+        elif isinstance(event, PartialTranscript):
+            self._latest = event
         elif isinstance(event, PausedTranscript):
+            self._latest = event
             self._start_draft(event.text)
         elif isinstance(event, SpeechEnded):
             self._speech_ended.append(event)
+            self._watch_final(event)
         elif isinstance(event, FinalTranscript):
             ended = self._speech_ended.popleft() if self._speech_ended else None
-            if self._backchannel(ended):
+            if ended is not None and self._settle_watch(ended):
+                log.info("call %s: final %r came after the turn was answered from a partial",
+                         self._call_id, event.text)  # fmt: skip
+            elif self._backchannel(ended):
                 log.info("call %s: backchannel %r not answered", self._call_id, event.text)
             elif event.text.strip():
                 self._start_reply(event.text, ended)
         elif isinstance(event, TranscriptionFailed):
             log.warning("call %s: transcription failed: %s", self._call_id, event.reason)
-            if self._speech_ended:
-                self._speech_ended.popleft()
+            ended = self._speech_ended.popleft() if self._speech_ended else None
+            if ended is not None and self._settle_watch(ended):
+                return  # answered from a partial already
             idle = self._reply_task is None or self._reply_task.done()
             if idle and not self.voice.speaking:
                 await self.voice.say(self._phrases.say_again)
+
+    # ------------------------------------------------------------ late finals
+
+    def _watch_final(self, ended: SpeechEnded) -> None:
+        """If a transcript of the whole turn was heard before its end, answer from it
+        should the final not come by the tracker's transcript deadline."""
+        latest, self._latest = self._latest, None
+        if latest is None or not latest.text.strip():
+            return
+        if latest.end_ms < ended.end_ms - PARTIAL_COVER_MS:
+            return  # the caller said more after it
+        self._watches[ended.end_ms] = asyncio.create_task(
+            self._answer_if_final_late(ended, latest.text), name=f"watch-{self._call_id}"
+        )
+
+    def _settle_watch(self, ended: SpeechEnded) -> bool:
+        """The final (or its failure) for `ended` came: stop waiting for it. True when the
+        turn was already answered from a partial."""
+        task = self._watches.pop(ended.end_ms, None)
+        if task is not None:
+            task.cancel()
+        if ended.end_ms in self._answered_early:
+            self._answered_early.discard(ended.end_ms)
+            return True
+        return False
+
+    async def _answer_if_final_late(self, ended: SpeechEnded, text: str) -> None:
+        deadline_s = self._new_tracker(ended, self._turns + 1).transcript_deadline_s()
+        await self._clock.sleep_until(deadline_s)
+        self._watches.pop(ended.end_ms, None)
+        if self._backchannel(ended):
+            return
+        tracker = self._new_tracker(ended, self._turns + 1)
+        if tracker.choose_transcript(final_ready=False, have_partial=True) is not (
+            TranscriptChoice.PARTIAL
+        ):
+            return
+        log.info("call %s: no final by %.0f ms; answering from %r", self._call_id,
+                 tracker.elapsed_ms(), text)  # fmt: skip
+        self._answered_early.add(ended.end_ms)
+        self._start_reply(text, ended, tracker)
 
     def _backchannel(self, ended: SpeechEnded | None) -> bool:
         """Speech that began over the agent without interrupting it, while the agent is
@@ -220,8 +285,15 @@ class PipelineSession:
             self._agent.commit_spoken(await self.voice.clear())
         self.voice.new_line()
 
+    async def _cancel_watches(self) -> None:
+        watches, self._watches = list(self._watches.values()), {}
+        for watch in watches:
+            watch.cancel()
+        await asyncio.gather(*watches, return_exceptions=True)
+
     async def _cancel_reply(self) -> None:
         self._drop_draft()
+        await self._cancel_watches()
         task, self._reply_task = self._reply_task, None
         if task is not None and not task.done():
             task.cancel()
@@ -274,14 +346,13 @@ class PipelineSession:
 
     # ------------------------------------------------------------------ a turn
 
-    def _start_reply(self, caller_text: str, ended: SpeechEnded | None) -> None:
-        self._turns += 1
+    def _new_tracker(self, ended: SpeechEnded | None, turn: int) -> TurnTracker:
         now_s = self._clock.now()
         tracker = TurnTracker(
             self._clock,
             self._p.budgets,
             call_id=self._call_id,
-            turn=self._turns,
+            turn=turn,
             speech_ended_s=self._stream_s(ended.end_ms) if ended else now_s,
             wall_time_unix_s=time.time(),
             concurrent_calls=self._p.active_calls,
@@ -289,7 +360,16 @@ class PipelineSession:
         )
         if ended is not None:
             tracker.mark(Mark.END_OF_TURN, self._stream_s(ended.detected_ms))
-        tracker.mark(Mark.FINAL_TRANSCRIPT, now_s)
+        return tracker
+
+    def _start_reply(
+        self, caller_text: str, ended: SpeechEnded | None, tracker: TurnTracker | None = None
+    ) -> None:
+        """Answer a turn: `tracker` when it was made already (answering from a partial),
+        else a new one; the transcript counts as final now."""
+        self._turns += 1
+        tracker = tracker or self._new_tracker(ended, self._turns)
+        tracker.mark(Mark.FINAL_TRANSCRIPT)
         previous = self._reply_task
         draft = self._take_draft(caller_text) if previous is None or previous.done() else None
         self._reply_task = asyncio.create_task(

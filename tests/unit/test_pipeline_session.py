@@ -497,3 +497,32 @@ async def test_a_partial_that_misses_the_end_of_the_turn_waits_for_the_final(
     assert turn.caller_text == "when do you open"
     actions = [d.action for d in c.pipeline.records[0].degrades]
     assert DegradeAction.USE_PARTIAL_TRANSCRIPT not in actions
+
+
+class FirstRequestHangs:
+    """The scripted engine, except that its first request never answers."""
+
+    def __init__(self, inner: ScriptedEngine) -> None:
+        self.inner, self.calls = inner, 0
+
+    async def stream_result(self, request: Request) -> AsyncIterator[tuple[int, ...] | Generation]:
+        self.calls += 1
+        if self.calls == 1:
+            await asyncio.Event().wait()
+        async for item in self.inner.stream_result(request):
+            yield item
+
+
+async def test_a_draft_stuck_past_the_engine_budget_is_dropped_and_the_turn_decodes_afresh(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    engine = FirstRequestHangs(ScriptedEngine(tok, say(tok, "We open at nine.")))
+    c = Call(FakePipeline(tok, shop, engine))
+    await c.hear(PausedTranscript("when do you open", 0, 900))
+    await asyncio.sleep(0.01)
+    await c.hear(final("when do you open"))
+    await asyncio.wait_for(c.turn_done(), 5.0)  # the engine budget (0.5 s), then afresh
+    await c.close()
+    [turn] = c.session.turns
+    assert turn.reply is not None and not turn.reply.preempted
+    assert turn.agent_text == "We open at nine." and engine.calls == 2

@@ -45,7 +45,7 @@ from voice_agent.latency import TurnTracker
 from voice_agent.pipeline.voice import AgentVoice
 from voice_agent.transports.call import Inbound, caller_identity
 from voice_agent.transports.player import AudioPlayer, Utterance
-from voice_agent.turn_record import Mark, TurnRecord
+from voice_agent.turn_record import Mark, Stage, TurnRecord
 
 if TYPE_CHECKING:
     from voice_agent.pipeline.pipeline import Pipeline
@@ -331,11 +331,16 @@ class PipelineSession:
         return draft[1]
 
     @staticmethod
-    async def _draft_result(task: asyncio.Task[Draft] | None) -> Draft | None:
+    async def _draft_result(task: asyncio.Task[Draft] | None, wait_s: float) -> Draft | None:
+        """The draft, if it is ready within `wait_s` (the engine stage's budget); else it
+        is cancelled and the turn decodes afresh (under the engine's stall guard)."""
         if task is None:
             return None
         try:
-            return await task
+            return await asyncio.wait_for(task, max(0.0, wait_s))
+        except TimeoutError:
+            log.warning("draft not ready within the engine budget; decoding afresh")
+            return None
         except asyncio.CancelledError:
             if not task.cancelled():
                 raise  # this reply itself is being cancelled
@@ -430,7 +435,8 @@ class PipelineSession:
         a draft still decoding is engine time of this turn."""
         if drafting is not None and not drafting.done():
             tracker.mark(Mark.ENGINE_START)
-        draft = await self._draft_result(drafting)
+        wait_s = tracker.deadline_for(Stage.ENGINE) - self._clock.now()
+        draft = await self._draft_result(drafting, wait_s)
         return await self._agent.respond(
             caller_text, tracker=tracker, on_text=channel.put, draft=draft
         )

@@ -21,6 +21,7 @@ import torch
 
 from engine.generate import (
     STEP_TIME_SMOOTHING,
+    CommittedBlock,
     DecodeState,
     Generation,
     Request,
@@ -185,7 +186,8 @@ class Engine:
         self.batch_sizes.append(len(states))
         by_state = {id(job.state): job for job in self._active}
         for block in done:
-            self._deliver(by_state[id(block.state)], block.tokens)
+            tokens = CommittedBlock(block.tokens, block.state.min_confidence)
+            self._deliver(by_state[id(block.state)], tokens)
         for job in list(self._active):
             s = job.state
             if s.finish is not None:

@@ -72,6 +72,19 @@ class DecodeState:
     plan: CallPlan | None = None
 
 
+class CommittedBlock(tuple[int, ...]):
+    """A committed block's answer token ids (a tuple), with `min_confidence`: the lowest
+    confidence committed in the answer so far, this block included. A reader that streams
+    the answer can hold back text the model was unsure of."""
+
+    min_confidence: float
+
+    def __new__(cls, tokens: tuple[int, ...], min_confidence: float) -> CommittedBlock:
+        block = super().__new__(cls, tokens)
+        block.min_confidence = min_confidence
+        return block
+
+
 @dataclass(frozen=True, slots=True)
 class BlockDone:
     """A committed block of answer tokens (EOS and what follows it removed)."""

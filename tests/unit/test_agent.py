@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from engine.generate import FinishReason, Generation, Request
+from engine.generate import CommittedBlock, FinishReason, Generation, Request
 from engine.tokenizer import TextTokenizer
 from tools.bike_shop.db import ShopContext, ShopDb
 from tools.bike_shop.pack import call_tool
@@ -85,7 +85,7 @@ class ScriptedEngine:
         ids, confidence = item if isinstance(item, tuple) else (item, 1.0)
         for start in range(0, len(ids), BLOCK):
             await asyncio.sleep(0)
-            yield tuple(ids[start : start + BLOCK])
+            yield CommittedBlock(tuple(ids[start : start + BLOCK]), confidence)
         if self.hold is not None:
             await self.hold.wait()
         if self.after_answer is not None:
@@ -234,6 +234,22 @@ def test_an_unsure_answer_asks_again_and_an_unsure_call_never_runs(
         assert [d.kind for d in reply.degrades] == [DegradeKind.LOW_CONFIDENCE]
         assert reply.degrades[0].detail == "0.300" and not reply.tool_calls
     assert bookings(shop) == []
+
+
+def test_an_unsure_answer_is_not_streamed_before_the_turn_decides(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    engine = ScriptedEngine(tok, (say(tok, "We open at nine. See you then."), 0.3),
+                            (say(tok, "We open at nine."), 0.8))  # fmt: skip
+    agent = Agent(engine, tok, shop, config=AgentConfig(min_confidence=0.5))
+    pieces: list[str] = []
+    reply = run(agent.respond("when do you open", on_text=pieces.append))
+    # Only the repeat request was spoken: no half of the unsure answer, no mismatch.
+    assert "".join(pieces) == reply.text == PHRASES.say_again
+    assert [d.kind for d in reply.degrades] == [DegradeKind.LOW_CONFIDENCE]
+    pieces.clear()
+    sure = run(agent.respond("when do you open", on_text=pieces.append))
+    assert "".join(pieces) == sure.text == "We open at nine."
 
 
 def test_a_call_from_a_cancelled_generation_never_runs(

@@ -42,7 +42,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from engine.constraints import CallGrammar
-from engine.generate import Generation, Request
+from engine.generate import CommittedBlock, Generation, Request
 from engine.schedule import Effort, Schedule
 from engine.tokenizer import TextTokenizer
 from tools.bike_shop.db import ShopContext
@@ -243,7 +243,7 @@ class Agent:
         cancelled; the caller's turn stays in the history."""
         self._turn += 1
         self._task = asyncio.current_task()
-        turn = _Turn(self._turn, SayStreamer(self._tok, on_text))
+        turn = _Turn(self._turn, SayStreamer(self._tok, on_text, self.config.min_confidence))
         if draft is not None and draft.fits(caller_text, self.turns):
             turn.draft = draft
         self.turns.append(CallerTurn(caller_text.strip()))
@@ -297,7 +297,8 @@ class Agent:
                         continue
                     if tracker is not None:
                         tracker.mark(Mark.ENGINE_FIRST_BLOCK)
-                    turn.streamer.feed(item)
+                    sure = item.min_confidence if isinstance(item, CommittedBlock) else 1.0
+                    turn.streamer.feed(item, sure)
         except TimeoutError:
             if not limit.expired():
                 raise
@@ -349,7 +350,7 @@ class Agent:
                 tracker.mark(mark)
             tracker.engine_result(result.forwards, len(result.token_ids), result.decided_tokens,
                                   result.deadline_forced)  # fmt: skip
-        turn.streamer.feed(result.token_ids)
+        turn.streamer.feed(result.token_ids, result.min_confidence)
         turn.figures = turn.figures.add(result)
         return result
 

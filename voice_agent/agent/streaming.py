@@ -51,20 +51,29 @@ class SayStreamer:
     """One per turn; `feed` each committed block of the current answer, `restart` when a
     new engine request begins, `finish` once with the reply's line."""
 
-    def __init__(self, tok: TextTokenizer, on_text: TextHook | None) -> None:
+    def __init__(
+        self, tok: TextTokenizer, on_text: TextHook | None, hold_below: float = 0.0
+    ) -> None:
+        """`hold_below`: once a block's answer-so-far confidence is under it, nothing more
+        of that answer is streamed (the agent will not trust the answer, so its text must
+        not be spoken before the turn decides)."""
         self._tok = tok
         self._on_text = on_text
+        self._hold_below = hold_below
+        self._held = False
         self._ids: list[int] = []
         self.streamed = ""
         """Text the hook has received so far."""
 
     def restart(self) -> None:
         """A new answer begins (after a tool call). Speech already streamed stays."""
-        self._ids = []
+        self._ids, self._held = [], False
 
-    def feed(self, block: tuple[int, ...]) -> None:
+    def feed(self, block: tuple[int, ...], min_confidence: float = 1.0) -> None:
+        """The next committed block; `min_confidence`: the answer's lowest so far."""
         self._ids += block
-        if self._on_text is None:
+        self._held |= min_confidence < self._hold_below
+        if self._on_text is None or self._held:
             return
         text = say_text(self._tok.decode(self._ids))
         if text is None:

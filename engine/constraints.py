@@ -312,6 +312,13 @@ def _has(tok: TextTokenizer, token: str) -> bool:
     return tok.tokenizer.token_to_id(token) is not None
 
 
+def said_as_words(value: str) -> re.Pattern[str]:
+    """`value` as whole words, case-insensitive, its words joined by a hyphen, spaces or
+    nothing ("tune-up" matches "Tune up", "tuneup" and "TUNE-UP")."""
+    words = [re.escape(w) for w in re.split(r"[-\s]+", value.strip()) if w]
+    return re.compile(r"\b" + r"[-\s]*".join(words) + r"\b", re.IGNORECASE)
+
+
 class CallPlan:
     """Per-request constraint state: which answer positions the grammar governs.
 
@@ -418,12 +425,14 @@ class CallPlan:
         return taken_back
 
     def _mentioned(self, slot: Slot) -> set[str]:
-        """A grounded enum's values said in the prompt (as whole words), when any are;
-        otherwise all of them (the caller may have used a synonym)."""
+        """A grounded enum's values said in the prompt (as whole words, in any case, with a
+        hyphen, a space or nothing between words: Whisper writes "Tune up" for
+        "tune-up"), when any are; otherwise all of them (the caller may have used a
+        synonym)."""
         values = set(slot.candidate_values)
         if not slot.grounded:
             return values
-        said = {v for v in values if re.search(rf"\b{re.escape(v)}\b", self.prompt_text)}
+        said = {v for v in values if said_as_words(v).search(self.prompt_text)}
         return said or values
 
     def fill_block(self, canvas: Tensor, block_start: int) -> None:

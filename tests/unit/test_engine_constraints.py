@@ -14,7 +14,7 @@ from torch import Tensor
 
 from engine.batching import Engine
 from engine.config import ModelConfig
-from engine.constraints import CallGrammar, CallPlan, Fixed
+from engine.constraints import CallGrammar, CallPlan, Fixed, said_as_words
 from engine.generate import FinishReason, Generation, Request, generate
 from engine.model import DiffusionLM
 from engine.schedule import Schedule
@@ -257,3 +257,11 @@ def test_values_the_agent_said_itself_are_not_grounds(
     assert "order_status" not in plan.feasible  # only the agent said a number
     heard = prompt.replace(" yes", " yes 5 5 1 0")
     assert "order_status" in CallPlan(grammar, tuple(tok.encode(heard)), 80).feasible
+
+
+def test_an_enum_value_is_heard_in_any_case_and_with_or_without_its_hyphen() -> None:
+    tune_up = said_as_words("tune-up")
+    for heard in ("a Tune up tomorrow", "TUNE-UP", "my tuneup", "tune  -  up"):
+        assert tune_up.search(heard), heard
+    assert not tune_up.search("tune the bike up") and not tune_up.search("fortune-upper")
+    assert said_as_words("e-bike check").search("an E-bike check please")

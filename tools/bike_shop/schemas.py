@@ -4,7 +4,10 @@ The engine's `CallGrammar` (engine/constraints.py) places keys and punctuation a
 denoises values, so every field here is written to be decodable under its constraints:
 
 * closed sets are `Literal`s (one joint choice among the values): service types, day
-  words, half-hour start times, transfer reasons;
+  words, half-hour start times, transfer reasons; day words and services are also
+  `grounded` (`_heard()`): when the conversation names one or more of the values, the
+  choice is among those (a caller's "Friday" is never decoded as "tomorrow"), else among
+  all (the caller may have said "puncture" for a flat repair);
 * numbers read out by the caller (order numbers) and ids copied from a tool result
   (product ids) are digit strings, `grounded`: each digit must occur in the prompt;
 * names and free-text queries are `str` with `min_length=1`, a token budget
@@ -73,6 +76,11 @@ def _grounded(max_tokens: int) -> Any:
     return Field(min_length=1, json_schema_extra={"max_tokens": max_tokens, "grounded": True})
 
 
+def _heard() -> Any:
+    """A closed set whose value the caller names: chosen among the values said, if any."""
+    return Field(json_schema_extra={"grounded": True})
+
+
 def _digits(least: int, most: int) -> Any:
     return Field(
         pattern=r"^\d+$", min_length=least, max_length=most, json_schema_extra={"grounded": True}
@@ -88,24 +96,24 @@ class ToolArgs(BaseModel):
 class CheckAvailability(ToolArgs):
     """Free start times for a service on a day."""
 
-    day: Day
-    service: Service
+    day: Day = _heard()
+    service: Service = _heard()
 
 
 class BookService(ToolArgs):
     """Book a workshop service; a retried identical booking is not duplicated."""
 
     name: str = _grounded(NAME_TOKENS)
-    day: Day
+    day: Day = _heard()
     time: SlotTime
-    service: Service
+    service: Service = _heard()
 
 
 class CancelBooking(ToolArgs):
     """Cancel the caller's bookings on a day."""
 
     name: str = _grounded(NAME_TOKENS)
-    day: Day
+    day: Day = _heard()
 
 
 class OrderStatus(ToolArgs):
@@ -131,7 +139,7 @@ class ReserveProduct(ToolArgs):
 class OpeningHours(ToolArgs):
     """Opening hours on a day."""
 
-    day: Day
+    day: Day = _heard()
 
 
 class TransferToHuman(ToolArgs):

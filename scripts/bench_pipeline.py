@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import math
 import sys
 import time
@@ -35,6 +34,7 @@ from scripts.calls import (
     ServerProcess,
     join_turns,
     place_calls,
+    report_json,
     scripts_for,
     summarize,
 )
@@ -128,11 +128,7 @@ def main() -> int:
     if args.turns < 1 or any(n < 1 for n in args.concurrent) or args.stagger_s < 0:
         p.error("--turns and --concurrent must be positive, --stagger-s not negative")
     results = asyncio.run(bench(args))
-    text = json.dumps(results, indent=2)
-    print(text)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(text + "\n")
+    report_json(results, args.json)
     return 0 if results["server_exit_code"] == 0 else 1
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -284,3 +285,12 @@ def summarize(turns: Sequence[TurnResult], results: Sequence[CallResult]) -> dic
         "calls_failed": sum(r.summary is None for r in results),
         "errors": sorted({r.error for r in results if r.error})[:5],
     }
+
+
+def report_json(results: dict[str, object], path: Path | None) -> None:
+    """Print the figures as JSON, and write them to `path` when given."""
+    text = json.dumps(results, indent=2)
+    print(text)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")

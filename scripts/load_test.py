@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import re
 import sqlite3
@@ -49,6 +48,7 @@ from scripts.calls import (
     ServerProcess,
     join_turns,
     place_calls,
+    report_json,
     scripts_for,
     summarize,
 )
@@ -248,11 +248,7 @@ def main() -> int:
     if args.sample_s <= 0 or args.stagger_s < 0 or args.fuzz_cases < 0:
         p.error("--sample-s must be positive, --stagger-s and --fuzz-cases not negative")
     results = asyncio.run(run(args))
-    text = json.dumps(results, indent=2)
-    print(text)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(text + "\n")
+    report_json(results, args.json)
     return 0
 
 

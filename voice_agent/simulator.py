@@ -260,7 +260,9 @@ class _Simulation:
                 and rms_dbfs(played) > REPLY_DBFS
             ):
                 heard_reply_after_last_turn = True
-            idle_frames = idle_frames + 1 if self.playback.idle else 0
+            # Idle means nothing played this tick and nothing waits: a reply's first
+            # frame restarts the count even when nothing else has arrived yet.
+            idle_frames = idle_frames + 1 if played is None and self.playback.idle else 0
             if (
                 i >= n_frames
                 and (heard_reply_after_last_turn or not self.summary.turns)

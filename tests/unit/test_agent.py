@@ -34,6 +34,7 @@ from voice_agent.agent import (
     same_words,
     shop_grammar,
 )
+from voice_agent.agent.streaming import SayStreamer
 from voice_agent.brain.format import AgentCall, AgentSay, CallerTurn, ToolResultTurn
 from voice_agent.brain.phrases import phrases
 from voice_agent.clock import FakeClock
@@ -488,3 +489,18 @@ def test_same_words_ignores_case_and_punctuation() -> None:
     assert same_words("Hi, it's Ann.", "hi its ann") is False  # an apostrophe is a letter
     assert same_words("Hi, it's Ann.", "hi it's ann")
     assert not same_words("at ten", "at ten thirty")
+
+
+def test_an_answer_that_turns_unsure_midway_is_followed_by_the_repeat_request(
+    tok: TextTokenizer,
+) -> None:
+    pieces: list[str] = []
+    streamer = SayStreamer(tok, pieces.append, hold_below=0.5)
+    ids = say(tok, "We open at nine. See you then.")
+    streamer.feed(tuple(ids[:BLOCK]), 0.9)  # sure so far: streamed
+    streamed = "".join(pieces)
+    assert streamed
+    streamer.feed(tuple(ids[BLOCK:]), 0.3)  # unsure from here: held back
+    assert "".join(pieces) == streamed
+    text, whole = streamer.finish(PHRASES.say_again)
+    assert whole and text == f"{streamed} {PHRASES.say_again}" == "".join(pieces)

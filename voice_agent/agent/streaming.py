@@ -84,9 +84,15 @@ class SayStreamer:
 
     def finish(self, line: str) -> tuple[str, bool]:
         """Send the unstreamed rest of `line`; returns (the reply's text, whether it is
-        `line`). It is not when `line` does not continue the streamed text."""
+        `line`). It is not when `line` does not continue the streamed text; then the
+        streamed text stands, except after an answer held back as unsure: its start was
+        cut short, so `line` follows it (the caller hears "We open... Sorry, could you
+        say that again?", not a fragment alone)."""
         if not line.startswith(self.streamed):
-            return self.streamed, False
+            if not self._held or self._on_text is None:
+                return self.streamed, False
+            self._emit(" " + line)
+            return self.streamed, True
         if len(line) > len(self.streamed) and self._on_text is not None:
             self._emit(line[len(self.streamed) :])
         return line, True

@@ -30,6 +30,7 @@ defaults. Per-field options go in `json_schema_extra`: `max_tokens`, `grounded`.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, replace
@@ -49,10 +50,21 @@ NUMBER_SAID = re.compile(r"\d(?:(?:, |[ -])?\d)*")
 """A number in the prompt: digits, possibly read out one by one ("4 1 7 2", "4-1-7-2",
 "4, 1, 7, 2")."""
 WORD = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
-AGENT_SPEECH = re.compile(rf"{re.escape(Special.SAY)}[^<]*")
+AGENT_OWN = re.compile(
+    "(?:" + "|".join(re.escape(t) for t in (Special.SAY, Special.THINK, Special.CALL)) + ")[^<]*"
+)
+"""What the agent said, thought or called: never a source of grounded values."""
 PHRASE_BREAK = re.compile(r"[.,!?;:]|<[^<>\s]+>")
 """Phrases never span punctuation or a special token (`<caller>`, `<result>`, ...)."""
 MAX_PHRASE_WORDS = 4
+CALLER_SPEECH = re.compile(rf"{re.escape(Special.CALLER)}([^<]*)")
+NUMBER_WORDS = frozenset((
+    "zero", "oh", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+    "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+    "eighteen", "nineteen", "twenty", "thirty", "forty", "fifty", "sixty", "seventy",
+    "eighty", "ninety", "hundred", "thousand", "half", "quarter", "couple",
+))  # fmt: skip
+"""Words a `distinct` text slot never copies: numbers as a caller says them."""
 FORBIDDEN_IN_STRING = set('"\\') | {chr(c) for c in range(32)}
 
 
@@ -74,6 +86,13 @@ class Slot:
     """ENUM: each allowed value's tokens, gap-padded to `width`."""
     candidate_values: tuple[str, ...] = ()
     grounded: bool = False
+    said_as: tuple[str, ...] = ()
+    """Grounded ENUM: per value, a regex for the other ways a caller says it ("" for
+    none), matched besides the value's own words (a caller's "half past nine" or "9.30"
+    names "09:30")."""
+    distinct: bool = False
+    """Grounded TEXT: never copies a phrase with a number or a word of a closed set of the
+    grammar (a name is not "tomorrow", "nine" or "brake check")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +133,14 @@ class CallGrammar:
         self.digit_allowed = _digit_tokens(tok)
         self.closing = [tok.ids.eos, tok.ids.call, tok.ids.say]
         """Tokens that would end or replace a call: banned before a laid-out call."""
+        self.closed_words = NUMBER_WORDS | {
+            word
+            for slots in self.slots.values()
+            for slot in slots
+            for value in slot.candidate_values
+            for word in _words(value)
+        }
+        """Words a `distinct` text slot never copies: numbers and the closed sets' words."""
 
     # ------------------------------------------------------------------ layouts
 
@@ -205,13 +232,19 @@ class CallGrammar:
                           for i in range(len(words) - n + 1)]  # fmt: skip
         values: list[str] = []
         for value in found:
-            if value not in values and slot.min_tokens <= len(self.tok.encode(value)) <= slot.width:
+            if value in values or (slot.distinct and self._not_distinct(value)):
+                continue
+            if slot.min_tokens <= len(self.tok.encode(value)) <= slot.width:
                 values.append(value)
         if not values:
             return None
         candidates = tuple(tuple(_fill(slot, v, self.tok, self.gap)) for v in values)
         return Slot(slot.key, SlotKind.ENUM, slot.width, slot.quoted,
                     candidates=candidates, candidate_values=tuple(values))  # fmt: skip
+
+    def _not_distinct(self, phrase: str) -> bool:
+        """True when `phrase` has a digit, a number word or a closed-set word."""
+        return any(c.isdigit() for c in phrase) or not self.closed_words.isdisjoint(_words(phrase))
 
     def feasible(self, tool: str, said: dict[Slot, Slot]) -> bool:
         """False when a grounded field has nothing in the prompt to copy from (an order
@@ -243,7 +276,17 @@ def _slot(key: str, field: dict[str, Any], tok: TextTokenizer, gap: int) -> Slot
     if "enum" in field or "const" in field:
         values = [str(v) for v in field.get("enum", [field.get("const")])]
         slot = _enum_slot(key, values, tok, gap)
-        return replace(slot, grounded=bool(field.get("grounded")))
+        said_as = field.get("said_as", {})
+        unknown = set(said_as) - set(values)
+        if unknown:
+            raise ValueError(f"field {key!r}: said_as names values it does not have: {unknown}")
+        for pattern in said_as.values():
+            re.compile(pattern)  # a bad pattern fails at grammar build, not mid-call
+        return replace(
+            slot,
+            grounded=bool(field.get("grounded")),
+            said_as=tuple(said_as.get(v, "") for v in values),
+        )
     kind = field.get("type")
     min_tokens = 1 if field.get("minLength", 0) >= 1 else 0
     if kind == "integer":
@@ -259,9 +302,9 @@ def _slot(key: str, field: dict[str, Any], tok: TextTokenizer, gap: int) -> Slot
         )
     if kind == "string":
         width = int(field.get("max_tokens", DEFAULT_TEXT_TOKENS))
-        return Slot(
-            key, SlotKind.TEXT, width, min_tokens=min_tokens, grounded=bool(field.get("grounded"))
-        )
+        grounded, distinct = bool(field.get("grounded")), bool(field.get("distinct"))
+        return Slot(key, SlotKind.TEXT, width, min_tokens=min_tokens, grounded=grounded,
+                    distinct=distinct)  # fmt: skip
     raise ValueError(f"field {key!r}: unsupported schema {field}")
 
 
@@ -312,11 +355,50 @@ def _has(tok: TextTokenizer, token: str) -> bool:
     return tok.tokenizer.token_to_id(token) is not None
 
 
+def _words(text: str) -> set[str]:
+    """Lower-case words of `text`, hyphenated words also as their parts."""
+    out = set()
+    for word in WORD.findall(text.lower()):
+        out |= {word, *word.split("-")}
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _pattern(regex: str) -> re.Pattern[str]:
+    return re.compile(regex, re.IGNORECASE)
+
+
 def said_as_words(value: str) -> re.Pattern[str]:
     """`value` as whole words, case-insensitive, its words joined by a hyphen, spaces or
     nothing ("tune-up" matches "Tune up", "tuneup" and "TUNE-UP")."""
     words = [re.escape(w) for w in re.split(r"[-\s]+", value.strip()) if w]
     return re.compile(r"\b" + r"[-\s]*".join(words) + r"\b", re.IGNORECASE)
+
+
+def _said_in(slot: Slot, text: str) -> set[str]:
+    """The values of an enum `slot` that `text` names, less those only ever named inside
+    another's words ("next monday" names next monday, not monday)."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for i, value in enumerate(slot.candidate_values):
+        patterns = [said_as_words(value)]
+        if slot.said_as and slot.said_as[i]:
+            patterns.append(_pattern(slot.said_as[i]))
+        found = [m.span() for p in patterns for m in p.finditer(text)]
+        if found:
+            spans[value] = found
+    return {
+        value
+        for value, found in spans.items()
+        if any(
+            not any(
+                a <= start and end <= b and (a, b) != (start, end)
+                for other, theirs in spans.items()
+                if other != value
+                for a, b in theirs
+            )
+            for start, end in found
+        )
+    }
 
 
 class CallPlan:
@@ -334,9 +416,14 @@ class CallPlan:
         call would not end within it."""
         self.grammar = grammar
         self.last_call_start = limit - grammar.max_call_tokens - 1
-        self.prompt_text = AGENT_SPEECH.sub(" . ", grammar.tok.decode(prompt_ids))
+        prompt = grammar.tok.decode(prompt_ids)
+        self.prompt_text = AGENT_OWN.sub(" . ", prompt)
         """What grounded values may be copied from: the prompt without the agent's own
-        speech (a value the agent said first, the caller never confirmed)."""
+        speech, reasoning and calls (a value the agent said first, the caller never
+        confirmed; a call's keys are not the caller's words)."""
+        self.caller_lines = CALLER_SPEECH.findall(prompt)
+        """The caller's lines, oldest first: a grounded enum's choice is among the values
+        the latest of them to name any says."""
         self.said: dict[Slot, Slot] = {}
         """Grounded digit and text slots → choices among what the prompt says."""
         for slots in grammar.slots.values():
@@ -425,15 +512,19 @@ class CallPlan:
         return taken_back
 
     def _mentioned(self, slot: Slot) -> set[str]:
-        """A grounded enum's values said in the prompt (as whole words, in any case, with a
-        hyphen, a space or nothing between words: Whisper writes "Tune up" for
-        "tune-up"), when any are; otherwise all of them (the caller may have used a
-        synonym)."""
+        """A grounded enum's values said (as whole words, in any case, with a hyphen, a
+        space or nothing between words: Whisper writes "Tune up" for "tune-up"; or as its
+        `said_as` pattern): those the latest caller line to name any names (a caller's
+        correction wins: "at two ... better half past twelve"), else those the prompt names
+        (a tool result), else all of them (the caller may have used a synonym)."""
         values = set(slot.candidate_values)
         if not slot.grounded:
             return values
-        said = {v for v in values if said_as_words(v).search(self.prompt_text)}
-        return said or values
+        for text in (*reversed(self.caller_lines), self.prompt_text):
+            said = _said_in(slot, text)
+            if said:
+                return said
+        return values
 
     def fill_block(self, canvas: Tensor, block_start: int) -> None:
         self._place(canvas, block_start)

@@ -88,9 +88,12 @@ async def test_a_deadline_makes_the_engine_commit_early_and_the_turn_still_answe
     ck: Checkpoint, shop: ShopContext
 ) -> None:
     async with Engine(ck.model, ck.tokenizer.ids, max_batch=4) as engine:
-        relaxed = await Agent(engine, ck.tokenizer, shop, config=TRUSTING).respond(LINES[0])
+        # A line whose relaxed decode takes more than one forward per block (the order
+        # number and the reply to its result): only such a decode can be cut short.
+        line = LINES[1]
+        relaxed = await Agent(engine, ck.tokenizer, shop, config=TRUSTING).respond(line)
         rushed_agent = Agent(engine, ck.tokenizer, shop, config=TRUSTING)
-        rushed = await rushed_agent.respond(LINES[0], deadline_s=engine.clock() + 0.005)
+        rushed = await rushed_agent.respond(line, deadline_s=engine.clock() + 0.005)
     assert not relaxed.engine.deadline_forced
     assert rushed.engine.deadline_forced
     assert rushed.engine.forwards < relaxed.engine.forwards

@@ -7,11 +7,13 @@ denoises values, so every field here is written to be decodable under its constr
   words, half-hour start times, transfer reasons; day words and services are also
   `grounded` (`_heard()`): when the conversation names one or more of the values, the
   choice is among those (a caller's "Friday" is never decoded as "tomorrow"), else among
-  all (the caller may have said "puncture" for a flat repair);
+  all (the caller may have said "puncture" for a flat repair); a booking's start time
+  too, said as "half past nine", "9.30" or "at 2" (`_time_said_as`);
 * numbers read out by the caller (order numbers) and ids copied from a tool result
   (product ids) are digit strings, `grounded`: each digit must occur in the prompt;
 * names and free-text queries are `str` with `min_length=1`, a token budget
   (`max_tokens`) and `grounded`, so they are copied from the conversation, never invented;
+  names are also `distinct`: never a phrase with a number or a day, time or service word;
 * a quantity is a small `int` (an unquoted digit slot as wide as its maximum);
 * every field is required: the grammar lays out required fields only, so an optional
   field could never be filled by the model.
@@ -21,7 +23,7 @@ Day words are resolved against the shop's clock by `tools.bike_shop.timewords`.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -72,13 +74,55 @@ NAME_TOKENS = 10
 QUERY_TOKENS = 8
 
 
-def _grounded(max_tokens: int) -> Any:
-    return Field(min_length=1, json_schema_extra={"max_tokens": max_tokens, "grounded": True})
+def _grounded(max_tokens: int, distinct: bool = False) -> Any:
+    extra: dict[str, Any] = {"max_tokens": max_tokens, "grounded": True, "distinct": distinct}
+    return Field(min_length=1, json_schema_extra=extra)
 
 
-def _heard() -> Any:
-    """A closed set whose value the caller names: chosen among the values said, if any."""
-    return Field(json_schema_extra={"grounded": True})
+def _heard(said_as: dict[str, str] | None = None) -> Any:
+    """A closed set whose value the caller names: chosen among the values said, if any.
+    `said_as`: value → regex of other ways to say it."""
+    extra: dict[str, Any] = {"grounded": True}
+    if said_as:
+        extra["said_as"] = said_as
+    return Field(json_schema_extra=extra)
+
+
+_HOUR_WORDS = ("twelve", "one", "two", "three", "four", "five", "six", "seven", "eight",
+               "nine", "ten", "eleven")  # fmt: skip
+_NOT_AFTER_DIGITS = r"(?<![\d:.,])(?<!\d )"
+"""Not inside a longer number or digits read out one by one ("item 1 8 8")."""
+_NOT_BEFORE_DIGITS = r"(?!\d|[:.,]\d| \d)"
+
+
+def _time_said_as(slot: str) -> str:
+    """How a caller says the start time `slot` ("HH:MM"): "9:30", "9.30", "09:30",
+    "half past nine", "nine thirty"; a whole hour also bare ("at 2", "three sharp",
+    "10 am"). Every slot's 12-hour reading is unique within shop hours, so a bare "2" can
+    only be 14:00. A bare "one" is too common a word ("one of those") to count; "one
+    o'clock" and "1 pm" do."""
+    hour24, minute = (int(part) for part in slot.split(":"))
+    hour12 = hour24 % 12 or 12
+    word = _HOUR_WORDS[hour12 % 12]
+    digits = {str(hour12), str(hour24), f"{hour24:02d}"}
+    numbers = "|".join(sorted(digits, key=len, reverse=True))
+    if minute == 30:
+        forms = [
+            rf"{_NOT_AFTER_DIGITS}(?:{numbers})[:. ]30{_NOT_BEFORE_DIGITS}",
+            rf"\bhalf past {word}\b",
+            rf"\b{word}[- ]thirty\b",
+        ]
+    else:
+        bare_word = rf"\b{word}\b(?![- ](?:thirty|fifteen|forty|twenty|fifty))"
+        if word == "one":
+            bare_word = r"\bone(?= o'?clock| ?[ap]\.?m\b)"
+        forms = [
+            rf"{_NOT_AFTER_DIGITS}(?:{numbers})(?:[:.]00)?{_NOT_BEFORE_DIGITS}(?! ?30\b)",
+            rf"(?<!past ){bare_word}",
+        ]
+        if hour24 == 12:
+            forms.append(r"\b(?:noon|midday)\b")
+    return "|".join(forms)
 
 
 def _digits(least: int, most: int) -> Any:
@@ -103,16 +147,16 @@ class CheckAvailability(ToolArgs):
 class BookService(ToolArgs):
     """Book a workshop service; a retried identical booking is not duplicated."""
 
-    name: str = _grounded(NAME_TOKENS)
+    name: str = _grounded(NAME_TOKENS, distinct=True)
     day: Day = _heard()
-    time: SlotTime
+    time: SlotTime = _heard({t: _time_said_as(t) for t in get_args(SlotTime)})
     service: Service = _heard()
 
 
 class CancelBooking(ToolArgs):
     """Cancel the caller's bookings on a day."""
 
-    name: str = _grounded(NAME_TOKENS)
+    name: str = _grounded(NAME_TOKENS, distinct=True)
     day: Day = _heard()
 
 
@@ -133,7 +177,7 @@ class ReserveProduct(ToolArgs):
 
     product_id: str = _digits(PRODUCT_ID_DIGITS, PRODUCT_ID_DIGITS)
     quantity: int = Field(ge=1, le=MAX_QUANTITY)
-    name: str = _grounded(NAME_TOKENS)
+    name: str = _grounded(NAME_TOKENS, distinct=True)
 
 
 class OpeningHours(ToolArgs):

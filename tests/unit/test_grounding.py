@@ -1,0 +1,148 @@
+"""Grounded call arguments in the bike shop's grammar: start times heard however a caller
+says them, the caller's latest word winning, names that are never a day, time or number,
+and nothing grounded in what the agent said, thought or called itself.
+
+Decoded with random weights pulled towards `<call>`, so every choice below comes from the
+grounding, not from a trained model."""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+import torch
+from torch import Tensor
+
+from engine.config import ModelConfig
+from engine.constraints import CallGrammar, CallPlan
+from engine.generate import Request, generate
+from engine.model import DiffusionLM
+from engine.schedule import Schedule
+from engine.tokenizer import Special, TextTokenizer
+from tools.bike_shop import schemas
+from voice_agent.brain import lexicon
+from voice_agent.brain.phrasing import Split
+
+TOKENIZER = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm/tokenizer.json"
+C, A, SAY = Special.CALLER, Special.AGENT, Special.SAY
+
+
+@pytest.fixture(scope="module")
+def tok() -> TextTokenizer:
+    return TextTokenizer.load(TOKENIZER)
+
+
+class CallBiased(torch.nn.Module):
+    def __init__(self, tok: TextTokenizer, seed: int) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        cfg = ModelConfig(tok.vocab_size, d_model=32, n_layers=2, n_heads=4, d_ff=64,
+                          max_seq_len=256, block_size=16)  # fmt: skip
+        self.inner, self.config, self.call = DiffusionLM(cfg).eval(), cfg, tok.ids.call
+
+    def forward(self, *args: object) -> Tensor:
+        logits: Tensor = self.inner(*args)
+        logits[..., self.call] += 30.0
+        return logits
+
+
+def calls(tok: TextTokenizer, tool: str, prompt: str, seeds: int = 5) -> list[dict[str, Any]]:
+    """The arguments of `tool` decoded from `prompt` by `seeds` random models."""
+    grammar = CallGrammar(tok, {tool: schemas.ARGUMENT_MODELS[tool]})
+    out = []
+    for seed in range(seeds):
+        request = Request(tuple(tok.encode(f"{Special.BOS}{prompt}{A}")),
+                          Schedule(threshold=0.5, max_new_tokens=96), grammar=grammar)  # fmt: skip
+        g = generate(CallBiased(tok, seed), tok.ids, request, time.monotonic)  # type: ignore[arg-type]
+        ids = list(g.token_ids)
+        assert tok.ids.call in ids, tok.decode(ids)
+        out.append(grammar.parse(ids[ids.index(tok.ids.call) + 1 :]).arguments.model_dump())
+    return out
+
+
+@pytest.mark.parametrize(
+    ("said", "times"),
+    [
+        ("Go like, with 9.", {"09:00"}),
+        ("around 5.30 thank you", {"17:30"}),
+        ("at 2 cheers", {"14:00"}),
+        ("Oh, better 12:30 p.m. actually.", {"12:30"}),
+        ("Nine thirty is fine.", {"09:30"}),
+        ("half past three", {"15:30"}),
+        ("three sharp please", {"15:00"}),
+        ("Ten o'clock um, is fine.", {"10:00"}),
+        ("9.30am or 14:00", {"09:30", "14:00"}),
+        ("1 pm", {"13:00"}),
+        ("one o'clock", {"13:00"}),
+        ("at noon", {"12:00"}),
+        ("one of the floor pumps", set()),  # a bare "one" is not a time
+        ("item 1 8 8", set()),  # digits read out one by one are not a time
+        ("order 4 1 7 2", set()),
+    ],
+)
+def test_a_start_time_is_heard_however_a_caller_says_it(said: str, times: set[str]) -> None:
+    heard = {t for t in get_args(schemas.SlotTime)
+             if re.search(schemas._time_said_as(t), said, re.IGNORECASE)}  # fmt: skip
+    assert heard == times
+
+
+def test_the_latest_caller_line_to_name_a_value_wins(tok: TextTokenizer) -> None:
+    prompt = (
+        f"{C} a tune-up on friday at 2 please, it's for anna{A}{SAY} So a tune-up on "
+        f"friday at two o'clock for anna?{C} oh better monday at half past twelve"
+    )
+    for args in calls(tok, "book_service", prompt):
+        assert (args["day"], args["time"], args["service"]) == ("monday", "12:30", "tune-up")
+
+
+def test_a_day_said_inside_a_longer_one_is_not_heard_alone(tok: TextTokenizer) -> None:
+    prompt = f"{C} when are you open next monday"
+    assert {a["day"] for a in calls(tok, "opening_hours", prompt)} == {"next monday"}
+
+
+def test_a_name_is_never_a_number_or_a_day_time_or_service_word(tok: TextTokenizer) -> None:
+    prompt = f"{C} a brake check tomorrow at 10, two of us. my name is anna berg"
+    closed = {"brake", "check", "brake check", "tomorrow", "10", "two", "of", "us"}
+    names = {a["name"] for a in calls(tok, "book_service", prompt, seeds=8)}
+    for name in names:
+        assert name in prompt and not set(name.split()) & closed, name
+    grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS)
+    slot = next(s for s in grammar.slots["book_service"] if s.key == "name")
+    said = grammar.said(slot, prompt)
+    assert said is not None and "anna berg" in said.candidate_values
+    assert not {"tomorrow", "brake check", "10", "two"} & set(said.candidate_values)
+
+
+def test_what_the_agent_said_thought_or_called_is_not_grounds(tok: TextTokenizer) -> None:
+    prompt = (
+        f"{C} two winter tyres please{A}{Special.THINK} search with their words"
+        f'{Special.CALL}{{"name": "search_products", "arguments": {{"query": "winter '
+        f'tyres"}}}}{Special.TOOL_RESULT} We have the winter tyre. [107 winter tyre]{A}'
+        f"{SAY} Shall I put it aside for bob?{C} yes it's for greta"
+    )
+    for args in calls(tok, "reserve_product", prompt, seeds=3):
+        assert args["product_id"] == "107"
+    grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS)
+    plan = CallPlan(grammar, tuple(tok.encode(f"{Special.BOS}{prompt}{A}")), 96)
+    slot = next(s for s in grammar.slots["reserve_product"] if s.key == "name")
+    names = set(plan.said[slot].candidate_values)
+    assert "greta" in names
+    words = {w for n in names for w in n.split()}
+    assert not {"arguments", "query", "search", "their", "bob", "put"} & words
+
+
+def test_training_names_are_partly_invented_and_never_held_out() -> None:
+    rng = random.Random(0)
+    train = [lexicon.person_name(rng, Split.TRAIN) for _ in range(400)]
+    heldout = [lexicon.person_name(rng, Split.HELDOUT) for _ in range(100)]
+    pools = {*lexicon.FIRST_NAMES.train, *lexicon.LAST_NAMES.train}
+    invented = [n for n in train if not set(n.split()) <= pools]
+    assert 0.35 < len(invented) / len(train) < 0.65
+    held = {*lexicon.FIRST_NAMES.heldout, *lexicon.LAST_NAMES.heldout}
+    assert not {w for n in train for w in n.split()} & held
+    assert {w for n in heldout for w in n.split()} <= held
+    assert all(re.fullmatch(r"[a-z]+( [a-z]+)?", n) for n in train)

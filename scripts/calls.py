@@ -107,6 +107,9 @@ class ServerProcess:
     extra_args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     """Extra environment, e.g. settings as VOICE_AGENT_PIPELINE__PREEMPTIVE=false."""
+    launcher: tuple[str, ...] = ()
+    """Put before the server's command line, e.g. a shell that sets how signals are
+    handled before it execs the server (the process is still the server itself)."""
     proc: asyncio.subprocess.Process | None = None
     url: str = ""
     output: list[str] = field(default_factory=list)
@@ -128,7 +131,7 @@ class ServerProcess:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         for stale in (self.records, self.shop_db):
             stale.unlink(missing_ok=True)
-        args = [sys.executable, "-m", "voice_agent.cli"]
+        args = [*self.launcher, sys.executable, "-m", "voice_agent.cli"]
         if self.config is not None:
             args += ["--config", str(self.config)]
         args += ["serve", "--host", "127.0.0.1", "--port", "0", "--records", str(self.records),

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -18,6 +19,9 @@ from voice_agent.transports.server import PCM_PATH, TWILIO_PATH
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Either stops `serve` cleanly: calls in progress are closed with 1001 and the pipeline
+is closed (turn records, the shop file). A second one gets the default action."""
 
 
 def _params(values: list[str]) -> dict[str, str]:
@@ -217,19 +221,42 @@ async def _serve(settings: Settings, *, echo: bool = False) -> int:
                 file=sys.stderr,
             )
             return EXIT_FAILED
+        stop = _stop_on_signals()
         base = f"ws://{settings.server.host}:{server.port}"
         print(
             f"voice-agent: serving {base}{TWILIO_PATH} (Twilio Media Streams) and "
-            f"{base}{PCM_PATH} (raw PCM16)\nvoice-agent: {answer}. Ctrl-C stops.",
+            f"{base}{PCM_PATH} (raw PCM16)\nvoice-agent: {answer}. Ctrl-C or SIGTERM stops.",
             flush=True,
         )
         try:
-            await server.serve_forever()
-        except asyncio.CancelledError:
+            await stop.wait()
+        except asyncio.CancelledError:  # no loop signal handlers here: asyncio's Ctrl-C
             pass
         finally:
             await server.close()
     return 0
+
+
+def _stop_on_signals() -> asyncio.Event:
+    """An event set by the first of `STOP_SIGNALS`, which then get their default action.
+
+    On the loop rather than left to `asyncio.run`: that one handles only SIGINT, and only
+    when SIGINT has its default handler. A server started in the background by a
+    non-interactive shell inherits SIGINT ignored, and SIGTERM (what supervisors send)
+    kills at once, dropping the calls in progress."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def received(signum: int) -> None:
+        for s in STOP_SIGNALS:
+            loop.remove_signal_handler(s)
+        print(f"voice-agent: {signal.Signals(signum).name}: stopping", flush=True)
+        stop.set()
+
+    for s in STOP_SIGNALS:
+        with contextlib.suppress(NotImplementedError):  # loops without signal support
+            loop.add_signal_handler(s, received, s)
+    return stop
 
 
 async def _call(args: argparse.Namespace) -> int:

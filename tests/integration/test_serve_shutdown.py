@@ -1,0 +1,76 @@
+"""`voice-agent serve` (the real pipeline, espeak voices) stops cleanly on SIGTERM, and on
+SIGINT when it was started with SIGINT ignored (as a non-interactive shell starts a
+background job), while calls are in progress: each call is closed with 1001, the turn
+records are whole, and the process exits 0."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import pytest
+
+from scripts.calls import ServerProcess, place_calls
+from voice_agent.speech import EspeakSynthesizer
+from voice_agent.transports.errors import CloseCode
+from voice_agent.turn_record import read_jsonl
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+
+IGNORING_SIGINT = ("sh", "-c", 'trap "" INT; exec "$@"', "sh")
+"""Execs the server with SIGINT ignored, which Python and asyncio.run then leave alone."""
+SCRIPTS = (
+    ("When are you open on Saturday?", "And on Sunday?"),
+    ("Do you sell bike locks?", "What about a cable lock?"),
+    ("How much is a brake check?", "Thanks, bye."),
+)
+SECOND_LINE_AFTER_S = 30.0
+"""Long enough that every call is still in progress when the signal is sent."""
+FIRST_RECORD_S = 60.0
+SHUTDOWN_S = 15.0
+"""Above the server's own bounds on winding a call down (hang-up grace, close)."""
+
+
+def has_record(path: Path) -> bool:
+    return path.exists() and bool(path.read_text().strip())
+
+
+async def first_record(path: Path) -> None:
+    """Until the server has answered a turn (the calls are under way)."""
+    async with asyncio.timeout(FIRST_RECORD_S):
+        while not has_record(path):  # a few bytes, read rarely
+            await asyncio.sleep(0.1)
+
+
+@pytest.mark.parametrize(
+    ("signum", "launcher"),
+    [(signal.SIGTERM, ()), (signal.SIGINT, IGNORING_SIGINT)],
+    ids=["sigterm", "sigint-inherited-ignored"],
+)
+async def test_serve_stops_cleanly_with_calls_in_progress(
+    tmp_path: Path, signum: signal.Signals, launcher: tuple[str, ...]
+) -> None:
+    config = tmp_path / "espeak.toml"
+    config.write_text('[models]\ntts_backend = "espeak"\n')
+    server = ServerProcess(tmp_path, config=config, launcher=launcher)
+    await server.start()
+    calls = asyncio.create_task(
+        place_calls(server.twilio_url, SCRIPTS, EspeakSynthesizer(), stagger_s=0.3,
+                    max_tail_s=4.0, first_gap_s=1.0, gap_s=SECOND_LINE_AFTER_S)
+    )  # fmt: skip
+    try:
+        await first_record(server.records)
+        assert server.proc is not None
+        server.proc.send_signal(signum)
+        code = await asyncio.wait_for(server.proc.wait(), SHUTDOWN_S)
+        results = await calls
+    finally:
+        await server.stop()
+        calls.cancel()
+    output = "".join(server.output[-20:])
+    assert code == 0, output
+    assert f"{signum.name}: stopping" in output and "Traceback" not in output
+    assert [r.error for r in results] == ["", "", ""]
+    assert [r.summary.close_code for r in results if r.summary] == [CloseCode.GOING_AWAY] * 3
+    assert read_jsonl(server.records)  # whole lines only, the answered turns among them

@@ -49,7 +49,9 @@ DIGITS_PATTERN = r"^\d+$"
 NUMBER_SAID = re.compile(r"\d(?:(?:, |[ -])?\d)*")
 """A number in the prompt: digits, possibly read out one by one ("4 1 7 2", "4-1-7-2",
 "4, 1, 7, 2")."""
-WORD = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
+WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
+"""A word with its inner hyphens and apostrophes ("won't", "it'll", "o'brien"): a phrase
+never starts or ends inside one, so "t" or "ll" is never copied as a name."""
 AGENT_OWN = re.compile(
     "(?:" + "|".join(re.escape(t) for t in (Special.SAY, Special.THINK, Special.CALL)) + ")[^<]*"
 )

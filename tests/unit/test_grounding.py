@@ -146,3 +146,13 @@ def test_training_names_are_partly_invented_and_never_held_out() -> None:
     assert not {w for n in train for w in n.split()} & held
     assert {w for n in heldout for w in n.split()} <= held
     assert all(re.fullmatch(r"[a-z]+( [a-z]+)?", n) for n in train)
+
+
+def test_a_phrase_never_starts_or_ends_inside_a_word(tok: TextTokenizer) -> None:
+    grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS)
+    slot = next(s for s in grammar.slots["cancel_booking"] if s.key == "name")
+    said = grammar.said(slot, f"{C} i won't make it, it'll be o'brien, jean o'brien")
+    assert said is not None
+    names = set(said.candidate_values)
+    assert {"o'brien", "jean o'brien", "won't"} <= names
+    assert not {"t", "ll", "brien", "o"} & names

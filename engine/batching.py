@@ -10,6 +10,7 @@ side never blocks: results and committed blocks travel back with
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import queue
 import threading
@@ -34,6 +35,9 @@ from engine.tokenizer import SpecialIds
 
 IDLE_POLL_S = 0.05
 """How often an idle worker checks whether it should stop."""
+BATCH_SIZE_HISTORY = 4096
+"""Steps whose batch size `Engine.batch_sizes` keeps: the engine lives as long as the
+server, so an unbounded list would grow by every step of every call."""
 
 
 class EngineClosed(RuntimeError):
@@ -74,7 +78,8 @@ class Engine:
         self._closed = False
         self.step_estimate_s = 0.0
         self.steps = 0
-        self.batch_sizes: list[int] = []
+        self.batch_sizes: collections.deque[int] = collections.deque(maxlen=BATCH_SIZE_HISTORY)
+        """Rows in each of the latest `BATCH_SIZE_HISTORY` steps, oldest first."""
 
     # ------------------------------------------------------------------ asyncio side
 

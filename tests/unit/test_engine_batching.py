@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from engine import batching
 from engine.batching import Engine, EngineClosed
 from engine.generate import FinishReason, Request, generate
 from engine.schedule import Schedule
@@ -75,3 +76,15 @@ async def test_closed_engine_refuses_and_bad_requests_fail_fast() -> None:
     await engine.close()
     with pytest.raises(EngineClosed):
         await engine.generate(Request((2, 9)))
+
+
+async def test_the_batch_size_history_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The engine lives as long as the server: a record per step must not grow forever.
+    monkeypatch.setattr(batching, "BATCH_SIZE_HISTORY", 3)
+    model = biased(tiny_model(), None, ban=IDS.eos)
+    request = Request((2, 9), Schedule(threshold=1.0, max_new_tokens=8))
+    async with Engine(model, IDS) as engine:
+        for _ in range(2):
+            await engine.generate(request)
+        assert engine.steps > 3
+        assert list(engine.batch_sizes) == [1, 1, 1]

@@ -17,7 +17,8 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -77,10 +78,11 @@ async def pipeline_server(
     tmp_path: Path,
     synthesizer: Synthesizer | None = None,
     run_tool: RunTool = call_tool,
+    shop_now: Callable[[], datetime] = datetime.now,
     **pipeline: Any,
 ) -> AsyncIterator[tuple[VoiceServer, list[PipelineSession]]]:
     """A loopback server whose calls go through a real pipeline; yields the sessions.
-    `pipeline`: more `[pipeline]` settings."""
+    `shop_now`: the shop's wall clock; `pipeline`: more `[pipeline]` settings."""
     cfg = settings(
         models={"tts_backend": "espeak"},
         pipeline={
@@ -90,7 +92,9 @@ async def pipeline_server(
         },
     )
     sessions: list[PipelineSession] = []
-    async with Pipeline(cfg, synthesizer=synthesizer, run_tool=run_tool) as pipeline:
+    async with Pipeline(
+        cfg, synthesizer=synthesizer, run_tool=run_tool, shop_now=shop_now
+    ) as pipeline:
 
         def factory() -> CallSession:
             sessions.append(pipeline.new_session())

@@ -1,0 +1,85 @@
+"""A whole booking call through the real pipeline over a loopback websocket: the shipped
+brain, Whisper tiny.en, Piper's joe voice for the caller (espeak-ng's robotic voice is
+misheard too often for a name: "Anna" came back as "Nana") and espeak-ng for the agent,
+a real SQLite shop in tmp_path.
+
+The caller asks for a tune-up tomorrow at ten, gives a name, says yes to the read-back
+and hangs up. Checked: the booking tool ran once with the right arguments, the booking is
+in SQLite exactly once, and the caller heard a reply after every line.
+
+Expected to fail with today's brain (a strict xfail): it is the done-when of the pipeline
+issue that waits on the brain. Run alone to see what the brain did: the assertion messages
+carry the conversation.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_pipeline_call import RATE_HZ, loud_ms, pipeline_server
+from tests.fakes import url
+from tools.bike_shop.timewords import resolve_day
+from voice_agent.agent import ToolOutcome
+from voice_agent.audio import resample
+from voice_agent.demo import caller_audio
+from voice_agent.simulator import simulate_call
+from voice_agent.speech import PiperSynthesizer
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(180),
+    # Strict: the day the brain books this call, the run fails until the mark is removed.
+    pytest.mark.xfail(
+        strict=True,
+        reason="the shipped brain does not book from speech yet (issue 6): it gets the day, "
+        "time and service but not the caller's name, or asks again",
+    ),
+]
+
+LINES = (
+    "Hi, I'd like to book a tune-up for tomorrow at 10 am. My name is Anna.",
+    "Yes please.",
+    "Thanks, bye.",
+)
+WANTED = {"day": "tomorrow", "time": "10:00", "service": "tune-up"}
+WEDNESDAY_9AM = datetime(2026, 12, 2, 9, 0)
+"""The shop's clock: tomorrow is a Thursday, open from nine."""
+
+
+def rows(path: Path) -> list[tuple[str, str, str, str]]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute(
+            "SELECT lower(name), day, start, service FROM bookings WHERE cancelled = 0"
+        ).fetchall()
+
+
+async def test_a_caller_books_a_tune_up_and_the_booking_is_in_sqlite(tmp_path: Path) -> None:
+    audio, rate = caller_audio(LINES, 5.0, 8.0, voice=PiperSynthesizer())
+    caller = resample(audio, rate, RATE_HZ)
+    async with pipeline_server(tmp_path, shop_now=lambda: WEDNESDAY_9AM) as (server, sessions):
+        seeded = rows(tmp_path / "shop.sqlite")
+        summary, reply = await simulate_call(
+            url(server), caller, RATE_HZ, idle_after_reply_s=1.0, max_tail_s=10.0
+        )
+    turns = sessions[0].turns
+    said = "\n".join(f"caller: {t.caller_text}\nagent: {t.agent_text} "
+                     f"{[(c.tool, dict(c.arguments)) for c in t.tool_calls]}" for t in turns)  # fmt: skip
+    bookings = [c for t in turns for c in t.tool_calls if c.tool == "book_service"]
+    assert len(bookings) == 1, said
+    [booking] = bookings
+    assert booking.outcome is ToolOutcome.OK, said
+    assert {k: booking.arguments[k] for k in WANTED} == WANTED, said
+    assert str(booking.arguments["name"]).lower() == "anna", said
+    new = [r for r in rows(tmp_path / "shop.sqlite") if r not in seeded]
+    tomorrow = resolve_day("tomorrow", WEDNESDAY_9AM.date()).isoformat()
+    assert new == [("anna", tomorrow, "10:00", "tune-up")]
+    # A reply after every caller line, the booking's confirmation included.
+    assert summary.turns == len(LINES)
+    ends = [*summary.turn_end_ms, summary.duration_ms]
+    for start, end in itertools.pairwise(ends):
+        assert loud_ms(reply, start, end) > 300

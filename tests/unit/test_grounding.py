@@ -7,7 +7,6 @@ grounding, not from a trained model."""
 
 from __future__ import annotations
 
-import random
 import re
 import time
 from pathlib import Path
@@ -24,8 +23,6 @@ from engine.model import DiffusionLM
 from engine.schedule import Schedule
 from engine.tokenizer import Special, TextTokenizer
 from tools.bike_shop import schemas
-from voice_agent.brain import lexicon
-from voice_agent.brain.phrasing import Split
 
 TOKENIZER = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm/tokenizer.json"
 C, A, SAY = Special.CALLER, Special.AGENT, Special.SAY
@@ -133,19 +130,6 @@ def test_what_the_agent_said_thought_or_called_is_not_grounds(tok: TextTokenizer
     assert "greta" in names
     words = {w for n in names for w in n.split()}
     assert not {"arguments", "query", "search", "their", "bob", "put"} & words
-
-
-def test_training_names_are_partly_invented_and_never_held_out() -> None:
-    rng = random.Random(0)
-    train = [lexicon.person_name(rng, Split.TRAIN) for _ in range(400)]
-    heldout = [lexicon.person_name(rng, Split.HELDOUT) for _ in range(100)]
-    pools = {*lexicon.FIRST_NAMES.train, *lexicon.LAST_NAMES.train}
-    invented = [n for n in train if not set(n.split()) <= pools]
-    assert 0.35 < len(invented) / len(train) < 0.65
-    held = {*lexicon.FIRST_NAMES.heldout, *lexicon.LAST_NAMES.heldout}
-    assert not {w for n in train for w in n.split()} & held
-    assert {w for n in heldout for w in n.split()} <= held
-    assert all(re.fullmatch(r"[a-z]+( [a-z]+)?", n) for n in train)
 
 
 def test_a_phrase_never_starts_or_ends_inside_a_word(tok: TextTokenizer) -> None:

@@ -30,7 +30,6 @@ defaults. Per-field options go in `json_schema_extra`: `max_tokens`, `grounded`.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from dataclasses import dataclass, replace
@@ -365,11 +364,6 @@ def _words(text: str) -> set[str]:
     return out
 
 
-@functools.lru_cache(maxsize=4096)
-def _pattern(regex: str) -> re.Pattern[str]:
-    return re.compile(regex, re.IGNORECASE)
-
-
 def said_as_words(value: str) -> re.Pattern[str]:
     """`value` as whole words, case-insensitive, its words joined by a hyphen, spaces or
     nothing ("tune-up" matches "Tune up", "tuneup" and "TUNE-UP")."""
@@ -380,27 +374,17 @@ def said_as_words(value: str) -> re.Pattern[str]:
 def _said_in(slot: Slot, text: str) -> set[str]:
     """The values of an enum `slot` that `text` names, less those only ever named inside
     another's words ("next monday" names next monday, not monday)."""
-    spans: dict[str, list[tuple[int, int]]] = {}
+    spans: list[tuple[int, int, str]] = []
     for i, value in enumerate(slot.candidate_values):
-        patterns = [said_as_words(value)]
+        spans += [(*m.span(), value) for m in said_as_words(value).finditer(text)]
         if slot.said_as and slot.said_as[i]:
-            patterns.append(_pattern(slot.said_as[i]))
-        found = [m.span() for p in patterns for m in p.finditer(text)]
-        if found:
-            spans[value] = found
-    return {
-        value
-        for value, found in spans.items()
-        if any(
-            not any(
-                a <= start and end <= b and (a, b) != (start, end)
-                for other, theirs in spans.items()
-                if other != value
-                for a, b in theirs
-            )
-            for start, end in found
-        )
-    }
+            spans += [(*m.span(), value) for m in re.finditer(slot.said_as[i], text, re.I)]
+
+    def inside_another(start: int, end: int, value: str) -> bool:
+        return any(a <= start and end <= b and (a, b) != (start, end) and other != value
+                   for a, b, other in spans)  # fmt: skip
+
+    return {value for start, end, value in spans if not inside_another(start, end, value)}
 
 
 class CallPlan:

@@ -13,15 +13,12 @@ from pathlib import Path
 from typing import Any, get_args
 
 import pytest
-import torch
-from torch import Tensor
 
-from engine.config import ModelConfig
 from engine.constraints import CallGrammar, CallPlan
 from engine.generate import Request, generate
-from engine.model import DiffusionLM
 from engine.schedule import Schedule
 from engine.tokenizer import Special, TextTokenizer
+from tests.unit.test_engine_constraints import CallBiased, random_model
 from tools.bike_shop import schemas
 
 TOKENIZER = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm/tokenizer.json"
@@ -33,20 +30,6 @@ def tok() -> TextTokenizer:
     return TextTokenizer.load(TOKENIZER)
 
 
-class CallBiased(torch.nn.Module):
-    def __init__(self, tok: TextTokenizer, seed: int) -> None:
-        super().__init__()
-        torch.manual_seed(seed)
-        cfg = ModelConfig(tok.vocab_size, d_model=32, n_layers=2, n_heads=4, d_ff=64,
-                          max_seq_len=256, block_size=16)  # fmt: skip
-        self.inner, self.config, self.call = DiffusionLM(cfg).eval(), cfg, tok.ids.call
-
-    def forward(self, *args: object) -> Tensor:
-        logits: Tensor = self.inner(*args)
-        logits[..., self.call] += 30.0
-        return logits
-
-
 def calls(tok: TextTokenizer, tool: str, prompt: str, seeds: int = 5) -> list[dict[str, Any]]:
     """The arguments of `tool` decoded from `prompt` by `seeds` random models."""
     grammar = CallGrammar(tok, {tool: schemas.ARGUMENT_MODELS[tool]})
@@ -54,7 +37,8 @@ def calls(tok: TextTokenizer, tool: str, prompt: str, seeds: int = 5) -> list[di
     for seed in range(seeds):
         request = Request(tuple(tok.encode(f"{Special.BOS}{prompt}{A}")),
                           Schedule(threshold=0.5, max_new_tokens=96), grammar=grammar)  # fmt: skip
-        g = generate(CallBiased(tok, seed), tok.ids, request, time.monotonic)  # type: ignore[arg-type]
+        model = CallBiased(random_model(tok, seed, block_size=16), tok.ids.call)
+        g = generate(model, tok.ids, request, time.monotonic)  # type: ignore[arg-type]
         ids = list(g.token_ids)
         assert tok.ids.call in ids, tok.decode(ids)
         out.append(grammar.parse(ids[ids.index(tok.ids.call) + 1 :]).arguments.model_dump())

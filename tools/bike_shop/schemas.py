@@ -27,6 +27,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tools.bike_shop.timewords import NUMBER_WORDS
+
 Service = Literal[
     "tune-up",
     "flat repair",
@@ -88,8 +90,7 @@ def _heard(said_as: dict[str, str] | None = None) -> Any:
     return Field(json_schema_extra=extra)
 
 
-_HOUR_WORDS = ("twelve", "one", "two", "three", "four", "five", "six", "seven", "eight",
-               "nine", "ten", "eleven")  # fmt: skip
+_HOUR_WORDS = {hour: word for word, hour in NUMBER_WORDS.items()}
 _NOT_AFTER_DIGITS = r"(?<![\d:.,])(?<!\d )"
 """Not inside a longer number or digits read out one by one ("item 1 8 8")."""
 _NOT_BEFORE_DIGITS = r"(?!\d|[:.,]\d| \d)"
@@ -103,7 +104,7 @@ def _time_said_as(slot: str) -> str:
     o'clock" and "1 pm" do."""
     hour24, minute = (int(part) for part in slot.split(":"))
     hour12 = hour24 % 12 or 12
-    word = _HOUR_WORDS[hour12 % 12]
+    word = _HOUR_WORDS[hour12]
     digits = {str(hour12), str(hour24), f"{hour24:02d}"}
     numbers = "|".join(sorted(digits, key=len, reverse=True))
     if minute == 30:

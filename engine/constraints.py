@@ -25,7 +25,9 @@ so the model sees exactly the layout the decoder imposes. While decoding:
 Supported field types: `Literal`/`Enum` strings (enum slots), `str` (text; `min_length`
 >= 1 forbids an empty value; `pattern` `^\\d+$` makes a digit slot), `int` (digit slot,
 unquoted, no leading zero). Only required fields are laid out; optional ones keep their
-defaults. Per-field options go in `json_schema_extra`: `max_tokens`, `grounded`.
+defaults. Per-field options go in `json_schema_extra`: `max_tokens`, `grounded`, `distinct`,
+`person_name` (a caller's name: chosen among the phrases that look like one, engine/names.py),
+`said_as`.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import torch
 from pydantic import BaseModel
 from torch import Tensor
 
+from engine.names import name_phrases
 from engine.tokenizer import Special, TextTokenizer
 
 DEFAULT_TEXT_TOKENS = 8
@@ -94,6 +97,9 @@ class Slot:
     distinct: bool = False
     """Grounded TEXT: never copies a phrase with a number or a word of a closed set of the
     grammar (a name is not "tomorrow", "nine" or "brake check")."""
+    person_name: bool = False
+    """Grounded TEXT: a person's name; its choices are the caller's phrases that look like
+    a name when any do (engine/names.py), else all phrases."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,10 +225,16 @@ class CallGrammar:
         allowed = torch.tensor([v in among for v in slot.candidate_values])
         return int(scores.masked_fill(~allowed, float("-inf")).argmax())
 
-    def said(self, slot: Slot, prompt_text: str) -> Slot | None:
+    def said(self, slot: Slot, prompt_text: str, caller_lines: tuple[str, ...] = ()) -> Slot | None:
         """A grounded digit or text slot as a choice among what the prompt says: the
         numbers in it (digits read out one by one count as one number) or its phrases of
-        up to `MAX_PHRASE_WORDS` words; only those that fit the slot. None when none fit."""
+        up to `MAX_PHRASE_WORDS` words; only those that fit the slot. A `person_name`
+        slot chooses among the phrases of `caller_lines` that look like a name when any
+        fit. None when none fit."""
+        names = name_phrases(caller_lines, self.closed_words) if slot.person_name else None
+        fitting = [n for n in names or () if self._fits(slot, n)]
+        if fitting:
+            return self._choice(slot, fitting)
         if slot.kind is SlotKind.DIGITS:
             found = [re.sub(r"\D", "", m.group()) for m in NUMBER_SAID.finditer(prompt_text)]
         else:
@@ -235,10 +247,14 @@ class CallGrammar:
         for value in found:
             if value in values or (slot.distinct and self._not_distinct(value)):
                 continue
-            if slot.min_tokens <= len(self.tok.encode(value)) <= slot.width:
+            if self._fits(slot, value):
                 values.append(value)
-        if not values:
-            return None
+        return self._choice(slot, values) if values else None
+
+    def _fits(self, slot: Slot, value: str) -> bool:
+        return slot.min_tokens <= len(self.tok.encode(value)) <= slot.width
+
+    def _choice(self, slot: Slot, values: list[str]) -> Slot:
         candidates = tuple(tuple(_fill(slot, v, self.tok, self.gap)) for v in values)
         return Slot(slot.key, SlotKind.ENUM, slot.width, slot.quoted,
                     candidates=candidates, candidate_values=tuple(values))  # fmt: skip
@@ -305,7 +321,7 @@ def _slot(key: str, field: dict[str, Any], tok: TextTokenizer, gap: int) -> Slot
         width = int(field.get("max_tokens", DEFAULT_TEXT_TOKENS))
         grounded, distinct = bool(field.get("grounded")), bool(field.get("distinct"))
         return Slot(key, SlotKind.TEXT, width, min_tokens=min_tokens, grounded=grounded,
-                    distinct=distinct)  # fmt: skip
+                    distinct=distinct, person_name=bool(field.get("person_name")))  # fmt: skip
     raise ValueError(f"field {key!r}: unsupported schema {field}")
 
 
@@ -397,9 +413,16 @@ class CallPlan:
     complete, so the loop must not stop at a length or deadline boundary inside it.
     """
 
-    def __init__(self, grammar: CallGrammar, prompt_ids: tuple[int, ...], limit: int) -> None:
+    def __init__(
+        self,
+        grammar: CallGrammar,
+        prompt_ids: tuple[int, ...],
+        limit: int,
+        call_lines: tuple[str, ...] | None = None,
+    ) -> None:
         """`limit`: the answer's capacity in tokens; `<call>` is banned where the longest
-        call would not end within it."""
+        call would not end within it. `call_lines`: all the caller's lines of the call
+        (a name slot's source) when the prompt holds only the latest."""
         self.grammar = grammar
         self.last_call_start = limit - grammar.max_call_tokens - 1
         prompt = grammar.tok.decode(prompt_ids)
@@ -412,10 +435,11 @@ class CallPlan:
         the latest of them to name any says."""
         self.said: dict[Slot, Slot] = {}
         """Grounded digit and text slots → choices among what the prompt says."""
+        lines = tuple(self.caller_lines) if call_lines is None else call_lines
         for slots in grammar.slots.values():
             for slot in slots:
                 if slot.grounded and slot.kind is not SlotKind.ENUM:
-                    choice = grammar.said(slot, self.prompt_text)
+                    choice = grammar.said(slot, self.prompt_text, lines)
                     if choice is not None:
                         self.said[slot] = choice
         self.feasible = {name for name in grammar.tools if grammar.feasible(name, self.said)}

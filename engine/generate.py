@@ -48,6 +48,10 @@ class Request:
     """On the engine's clock; None = no deadline."""
     grammar: CallGrammar | None = None
     """Constrain tool calls to the tools' layouts (see engine/constraints.py)."""
+    caller_lines: tuple[str, ...] | None = None
+    """The whole call's caller lines, oldest first, when the prompt keeps only the latest
+    turns: a name slot looks for the caller's name in all of them (a name said early in
+    a long call). None: the caller lines in the prompt."""
 
 
 @dataclass(eq=False, slots=True)
@@ -98,7 +102,11 @@ def new_state(request: Request, block_size: int, ids: SpecialIds) -> DecodeState
         raise ValueError("empty prompt")
     limit = answer_capacity(request, block_size)
     grammar = request.grammar
-    plan = None if grammar is None else CallPlan(grammar, request.prompt_ids, limit)
+    plan = (
+        None
+        if grammar is None
+        else CallPlan(grammar, request.prompt_ids, limit, request.caller_lines)
+    )
     canvas = torch.full((block_size,), ids.mask)
     return DecodeState(request, canvas, list(request.prompt_ids), plan=plan)
 

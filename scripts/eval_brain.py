@@ -72,7 +72,9 @@ def run_engine(
         if ids is None:
             continue
         schedule = Schedule(threshold=0.9, max_new_tokens=ANSWER_TOKENS, effort=step.effort)
-        g = generate(ck.model, tok.ids, Request(ids, schedule, grammar=grammar), time.monotonic)
+        lines = tuple(t.text for t in step.history if isinstance(t, CallerTurn))
+        request = Request(ids, schedule, grammar=grammar, caller_lines=lines)
+        g = generate(ck.model, tok.ids, request, time.monotonic)
         right = scorer.add(step, tok.decode(g.token_ids))
         if g.min_confidence < unsure_below:
             unsure += 1

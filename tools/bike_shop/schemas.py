@@ -13,7 +13,8 @@ denoises values, so every field here is written to be decodable under its constr
   (product ids) are digit strings, `grounded`: each digit must occur in the prompt;
 * names and free-text queries are `str` with `min_length=1`, a token budget
   (`max_tokens`) and `grounded`, so they are copied from the conversation, never invented;
-  names are also `distinct`: never a phrase with a number or a day, time or service word;
+  names are also `distinct`: never a phrase with a number or a day, time or service word,
+  and `person_name`: chosen among the caller's phrases that look like a name (engine/names.py);
 * a quantity is a small `int` (an unquoted digit slot as wide as its maximum);
 * every field is required: the grammar lays out required fields only, so an optional
   field could never be filled by the model.
@@ -76,8 +77,9 @@ NAME_TOKENS = 10
 QUERY_TOKENS = 8
 
 
-def _grounded(max_tokens: int, distinct: bool = False) -> Any:
-    extra: dict[str, Any] = {"max_tokens": max_tokens, "grounded": True, "distinct": distinct}
+def _grounded(max_tokens: int, distinct: bool = False, person_name: bool = False) -> Any:
+    extra: dict[str, Any] = {"max_tokens": max_tokens, "grounded": True, "distinct": distinct,
+                             "person_name": person_name}  # fmt: skip
     return Field(min_length=1, json_schema_extra=extra)
 
 
@@ -148,7 +150,7 @@ class CheckAvailability(ToolArgs):
 class BookService(ToolArgs):
     """Book a workshop service; a retried identical booking is not duplicated."""
 
-    name: str = _grounded(NAME_TOKENS, distinct=True)
+    name: str = _grounded(NAME_TOKENS, distinct=True, person_name=True)
     day: Day = _heard()
     time: SlotTime = _heard({t: _time_said_as(t) for t in get_args(SlotTime)})
     service: Service = _heard()
@@ -157,7 +159,7 @@ class BookService(ToolArgs):
 class CancelBooking(ToolArgs):
     """Cancel the caller's bookings on a day."""
 
-    name: str = _grounded(NAME_TOKENS, distinct=True)
+    name: str = _grounded(NAME_TOKENS, distinct=True, person_name=True)
     day: Day = _heard()
 
 
@@ -178,7 +180,7 @@ class ReserveProduct(ToolArgs):
 
     product_id: str = _digits(PRODUCT_ID_DIGITS, PRODUCT_ID_DIGITS)
     quantity: int = Field(ge=1, le=MAX_QUANTITY)
-    name: str = _grounded(NAME_TOKENS, distinct=True)
+    name: str = _grounded(NAME_TOKENS, distinct=True, person_name=True)
 
 
 class OpeningHours(ToolArgs):

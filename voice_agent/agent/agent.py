@@ -375,7 +375,8 @@ class Agent:
             turn.degrade(DegradeKind.CALLER_TEXT_CUT, f"kept its last {kept_words} words")
         prompt = tuple(self._tok.encode(text))
         schedule = Schedule(cfg.threshold, steps, cfg.max_new_tokens, effort)
-        return Request(prompt, schedule, deadline_s, self._grammar)
+        lines = tuple(t.text for t in self.turns if isinstance(t, CallerTurn))
+        return Request(prompt, schedule, deadline_s, self._grammar, caller_lines=lines)
 
     async def _call(
         self, turn: _Turn, call: AgentCall, generation: int, tracker: TurnTracker | None

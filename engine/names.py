@@ -1,0 +1,148 @@
+"""Which phrases of a caller's lines are a person's name: the choices of a name slot.
+
+A small model has seen a few dozen names in training and ranks a name it has never seen
+below "the" or "a" (measured: the gold name was in the model's top three for 1 of 30
+held-out calls). So a `person_name` text slot does not let the model pick among every
+phrase of the prompt; it offers the phrases that look like a name, best evidence first:
+
+1. a run of name words right after a cue ("my name is", "it's", "this is", "under", ...),
+   before "here"/"speaking", or standing alone ("Rahul Costa." or "rahul costa, thanks");
+2. else any run of name words;
+3. else (a name that is also a common word: "tom brown", "grace park") the one or two
+   words after a strong cue ("my name is", "under", "call me").
+
+The caller's lines are searched latest first within each tier (a correction wins). A name
+word is one that no English dictionary lists in lower case ("rahul", "dubois"; the list
+is engine/lexicon/common_words.txt.gz, see scripts/make_common_words.py), or one written
+with a capital inside a sentence (Whisper writes "It's Tom Brown"), and is not a filler,
+a number or a word of the grammar's closed sets. None when nothing looks like a name:
+the slot then chooses among all phrases as before.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+
+COMMON_WORDS_PATH = Path(__file__).resolve().parent / "lexicon" / "common_words.txt.gz"
+MAX_NAME_WORDS = 3
+NOT_NAMES = frozenset((
+    "um", "umm", "uh", "uhm", "er", "erm", "hmm", "hm", "mm", "mhm", "ah", "oh", "hiya", "ya",
+    "yeah", "yep", "yup", "nope", "ok", "okay", "hey", "hi", "am", "pm",
+))  # fmt: skip
+"""Sounds, greetings and time marks a dictionary may not list in lower case."""
+CUE_NOISE = NOT_NAMES | {"so", "like", "well", "actually", "just", "yes", "please"}
+"""Words a caller drops between a cue and the name ("name, um, so, is Sofia")."""
+CONTRACTION = re.compile(r"['’](?:s|ll|re|ve|d|m|t)$")
+NAME_WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
+SENTENCE_BREAK = re.compile(r"[.!?]")
+PART_BREAK = re.compile(r"[.,!?;:]")
+CUE_BEFORE = re.compile(
+    r"(?:\bname(?:'s| is)?|\bthis is|\bit(?:'s| is)|\bit'll be|\bi(?:'m| am)|\bcall me|"
+    r"\bunder|\bfor|\bput)\s*$",
+    re.IGNORECASE,
+)
+"""Text that ends just before a name."""
+STRONG_CUE = re.compile(r"\b(?:name(?:'s| is)?|call me|under)\s+", re.IGNORECASE)
+"""A cue strong enough to take even common words after it as the name."""
+CUE_AFTER = re.compile(r"^\s*(?:here|speaking)\b", re.IGNORECASE)
+
+
+@cache
+def common_words() -> frozenset[str]:
+    """The shipped list of lower-case dictionary words."""
+    try:
+        data = gzip.decompress(COMMON_WORDS_PATH.read_bytes()).decode()
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise RuntimeError(
+            f"cannot read the common-word list {COMMON_WORDS_PATH}: {exc} "
+            "(rebuild it: python scripts/make_common_words.py)"
+        ) from exc
+    return frozenset(data.split())
+
+
+def name_phrases(lines: Iterable[str], closed: frozenset[str] | set[str]) -> list[str] | None:
+    """The phrases of `lines` (the caller's, oldest first) that may be the caller's name,
+    best tier only, latest line first; None when no line has one. `closed`: lower-case
+    words that are never part of a name (numbers, days, services)."""
+    lines = list(lines)
+    runs = [_runs(line, closed) for line in reversed(lines)]
+    for want_cued in (True, False):
+        found = _unique(text for line in runs for text, cued in line if cued or not want_cued)
+        if found:
+            return found
+    found = _unique(p for line in reversed(lines) for p in _after_strong_cue(line, closed))
+    return found or None
+
+
+def _runs(line: str, closed: frozenset[str] | set[str]) -> list[tuple[str, bool]]:
+    """Runs of name words in `line` (at most `MAX_NAME_WORDS`), each with whether a cue
+    marks it as a name."""
+    out = []
+    for part in _parts(line):
+        words = list(NAME_WORD.finditer(line, *part))
+        run: list[re.Match[str]] = []
+        for word in [*words, None]:
+            if word is not None and _name_word(word, line, closed):
+                run.append(word)
+                continue
+            if run and len(run) <= MAX_NAME_WORDS:
+                start, end = run[0].start(), run[-1].end()
+                alone = len(run) == len(words)
+                before = " ".join(w for w in NAME_WORD.findall(line, part[0], start)
+                                  if w.lower() not in CUE_NOISE)  # fmt: skip
+                cued = (alone or CUE_BEFORE.search(before) is not None
+                        or CUE_AFTER.match(line[end:part[1]]) is not None)  # fmt: skip
+                out.append((line[start:end], cued))
+            run = []
+    return out
+
+
+def _name_word(word: re.Match[str], line: str, closed: frozenset[str] | set[str]) -> bool:
+    text = word.group()
+    lower = text.lower()
+    stem = CONTRACTION.sub("", lower)  # "it'll" is "it", "o'brien" stays whole
+    parts = [p for p in re.split(r"['’-]", stem) if len(p) > 1]
+    if not parts or lower in NOT_NAMES or lower in closed or any(p in closed for p in parts):
+        return False
+    if not all(p in common_words() for p in parts):
+        return True  # "dubois", "o'brien"; not "it's" ("it" is a word, "s" too short)
+    before = line[: word.start()].rstrip()
+    starts_sentence = not before or SENTENCE_BREAK.fullmatch(before[-1]) is not None
+    return text[0].isupper() and not starts_sentence and lower != "i"
+
+
+def _after_strong_cue(line: str, closed: frozenset[str] | set[str]) -> list[str]:
+    """The one and two words after each strong cue in `line`, within its part ("it's"
+    and "this is" are not strong: "it's fine", "this is great")."""
+    out = []
+    for cue in STRONG_CUE.finditer(line):
+        end = PART_BREAK.search(line, cue.end())
+        words = NAME_WORD.findall(line, cue.end(), end.start() if end else len(line))
+        for n in (1, 2):
+            chosen = words[:n]
+            if len(chosen) == n and not any(w.lower() in closed | NOT_NAMES for w in chosen):
+                out.append(" ".join(chosen))
+    return out
+
+
+def _parts(line: str) -> list[tuple[int, int]]:
+    """(start, end) of the stretches of `line` between punctuation marks."""
+    out, start = [], 0
+    for mark in PART_BREAK.finditer(line):
+        out.append((start, mark.start()))
+        start = mark.end()
+    return [*out, (start, len(line))]
+
+
+def _unique(texts: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    seen: set[str] = set()
+    for text in texts:
+        if text.lower() not in seen:
+            seen.add(text.lower())
+            out.append(text)
+    return out

@@ -1,0 +1,135 @@
+"""A caller's name among their words (engine/names.py) and the name slot that uses it.
+
+Names here are not in the brain's training lexicon, so nothing below can pass by memory."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine import names
+from engine.constraints import NUMBER_WORDS, CallGrammar, CallPlan
+from engine.generate import Request, generate
+from engine.names import name_phrases
+from engine.schedule import Schedule
+from engine.tokenizer import Special, TextTokenizer
+from tests.unit.test_engine_constraints import CallBiased, random_model
+from tools.bike_shop import schemas
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKENIZER = ROOT / "engine/checkpoints/brain-dlm/tokenizer.json"
+CLOSED = NUMBER_WORDS | {"tomorrow", "friday", "tune-up", "tune", "up", "brake", "check"}
+
+
+@pytest.mark.parametrize(
+    ("lines", "best"),
+    [
+        (["hi it's priyanka okonkwo, can i book a tune-up tomorrow at ten"], "priyanka okonkwo"),
+        (["Um, good afternoon, this is Siobhan Mbeki."], "Siobhan Mbeki"),
+        (["Yusuf Demir here, I need a brake check."], "Yusuf Demir"),
+        (["my name, um, so, is zofia"], "zofia"),
+        (["Ingrid Haugen, thanks."], "Ingrid Haugen"),
+        (["it'll be o'donoghue"], "o'donoghue"),
+        (["please put kwame asante down for a tune-up friday"], "kwame asante"),
+        (["Sure, it's Tom Brown, tomorrow at 9."], "Tom Brown"),  # capitals inside a sentence
+        (["my name is tom brown"], "tom"),  # common words after a strong cue: 1 and 2 words
+        # the latest cued name wins (a correction), and a later "yes" is no name
+        (["it's anna okafor", "no sorry, it's actually zofia kowalczyk", "yes please"],
+         "zofia kowalczyk"),
+    ],
+)  # fmt: skip
+def test_the_best_guess_is_the_callers_name(lines: list[str], best: str) -> None:
+    found = name_phrases(lines, CLOSED)
+    assert found is not None and found[0] == best, found
+
+
+def test_a_common_word_name_after_a_strong_cue_offers_both_lengths() -> None:
+    assert name_phrases(["put it under will smith"], CLOSED) == ["will", "will smith"]
+    assert name_phrases(["it's will smith"], CLOSED) is None  # "it's fine": not strong
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["yes please", "tomorrow at ten is fine"],
+        ["go with 5.30pm", "um, hmm, yeah"],
+        ["it's for tomorrow", "I'm sure it'll be fine", "this is great"],
+    ],
+)
+def test_nothing_is_a_name_when_nothing_looks_like_one(lines: list[str]) -> None:
+    assert name_phrases(lines, CLOSED) is None
+
+
+def test_a_cued_name_beats_a_stray_unknown_word_said_later() -> None:
+    lines = ["under Dagny Lund please", "do you have knobbly tyres"]
+    assert name_phrases(lines, CLOSED) == ["Dagny Lund"]
+    assert name_phrases(lines[1:], CLOSED) == ["knobbly"]  # with no cue, any unknown word
+
+
+@pytest.fixture(scope="module")
+def tok() -> TextTokenizer:
+    return TextTokenizer.load(TOKENIZER)
+
+
+def test_the_name_slot_copies_the_name_whatever_the_weights(tok: TextTokenizer) -> None:
+    """Random weights pulled towards `<call>`: the name can only come from grounding."""
+    prompt = (f"{Special.CALLER} hi, a tune-up tomorrow at 10 please, my name is "
+              f"ngozi adeyemi, and thanks a lot{Special.AGENT}")  # fmt: skip
+    grammar = CallGrammar(tok, {"book_service": schemas.BookService})
+    for seed in range(4):
+        request = Request(tuple(tok.encode(f"{Special.BOS}{prompt}")),
+                          Schedule(threshold=0.5, max_new_tokens=96), grammar=grammar)  # fmt: skip
+        model = CallBiased(random_model(tok, seed, block_size=16), tok.ids.call)
+        ids = list(generate(model, tok.ids, request, time.monotonic).token_ids)  # type: ignore[arg-type]
+        call = grammar.parse(ids[ids.index(tok.ids.call) + 1 :])
+        assert call.arguments.model_dump()["name"] == "ngozi adeyemi"
+
+
+def test_a_name_said_before_the_prompt_window_is_still_found(tok: TextTokenizer) -> None:
+    grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS)
+    slot = next(s for s in grammar.slots["book_service"] if s.key == "name")
+    prompt = tuple(tok.encode(f"{Special.BOS}{Special.CALLER} yes, do it{Special.AGENT}"))
+    window_only = CallPlan(grammar, prompt, 96)
+    assert "ngozi adeyemi" not in window_only.said[slot].candidate_values
+    whole_call = CallPlan(grammar, prompt, 96, ("it's ngozi adeyemi", "tomorrow", "yes, do it"))
+    assert whole_call.said[slot].candidate_values == ("ngozi adeyemi",)
+
+
+def test_a_broken_word_list_says_how_to_rebuild_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "common_words.txt.gz"
+    broken.write_bytes(b"not gzip")
+    monkeypatch.setattr(names, "COMMON_WORDS_PATH", broken)
+    names.common_words.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match="make_common_words"):
+            names.common_words()
+    finally:
+        names.common_words.cache_clear()
+
+
+def test_the_word_list_keeps_lower_case_words_only_and_is_reproducible(tmp_path: Path) -> None:
+    source = tmp_path / "dict"
+    source.write_text("apple\nAnna\nwill\nWill\nit's\nbanana\nDubois\n")
+    out = [tmp_path / "a.gz", tmp_path / "b.gz"]
+    for path in out:
+        subprocess.run([sys.executable, str(ROOT / "scripts/make_common_words.py"), str(source),
+                        "--out", str(path)], check=True, capture_output=True)  # fmt: skip
+    assert out[0].read_bytes() == out[1].read_bytes()
+    assert gzip.decompress(out[0].read_bytes()).decode().split() == ["apple", "banana", "will"]
+    missing = subprocess.run([sys.executable, str(ROOT / "scripts/make_common_words.py"),
+                              str(tmp_path / "nope"), "--out", str(tmp_path / "c.gz")],
+                             capture_output=True, text=True)  # fmt: skip
+    assert missing.returncode != 0 and "cannot read" in missing.stderr
+
+
+def test_the_shipped_word_list_knows_common_words_but_not_rare_names() -> None:
+    words = names.common_words()
+    assert {"the", "wondering", "tyre", "grace", "smith"} <= words
+    assert not {"rahul", "dubois", "okonkwo", "it's"} & words

@@ -122,6 +122,17 @@ class ToolCall:
     arguments: BaseModel
 
 
+@dataclass(frozen=True, slots=True)
+class CallSources:
+    """What the whole call said, oldest first, for when the prompt keeps only its latest
+    turns: a name slot looks for the caller's name in `caller_lines`, a grounded number
+    (an order number, a product id) in those and in `tool_results` too, so a value said
+    or found early in a long call can still be copied."""
+
+    caller_lines: tuple[str, ...] = ()
+    tool_results: tuple[str, ...] = ()
+
+
 class CallGrammar:
     """The call layouts of a tool pack, for one tokenizer."""
 
@@ -418,11 +429,11 @@ class CallPlan:
         grammar: CallGrammar,
         prompt_ids: tuple[int, ...],
         limit: int,
-        call_lines: tuple[str, ...] | None = None,
+        sources: CallSources | None = None,
     ) -> None:
         """`limit`: the answer's capacity in tokens; `<call>` is banned where the longest
-        call would not end within it. `call_lines`: all the caller's lines of the call
-        (a name slot's source) when the prompt holds only the latest."""
+        call would not end within it. `sources`: the whole call, when the prompt holds
+        only its latest turns (None: the prompt is all there is)."""
         self.grammar = grammar
         self.last_call_start = limit - grammar.max_call_tokens - 1
         prompt = grammar.tok.decode(prompt_ids)
@@ -435,11 +446,15 @@ class CallPlan:
         the latest of them to name any says."""
         self.said: dict[Slot, Slot] = {}
         """Grounded digit and text slots → choices among what the prompt says."""
-        lines = tuple(self.caller_lines) if call_lines is None else call_lines
+        lines, numbers_text = tuple(self.caller_lines), self.prompt_text
+        if sources is not None:
+            lines = sources.caller_lines
+            numbers_text = " . ".join((self.prompt_text, *sources.tool_results, *lines))
         for slots in grammar.slots.values():
             for slot in slots:
                 if slot.grounded and slot.kind is not SlotKind.ENUM:
-                    choice = grammar.said(slot, self.prompt_text, lines)
+                    text = numbers_text if slot.kind is SlotKind.DIGITS else self.prompt_text
+                    choice = grammar.said(slot, text, lines)
                     if choice is not None:
                         self.said[slot] = choice
         self.feasible = {name for name in grammar.tools if grammar.feasible(name, self.said)}

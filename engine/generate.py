@@ -16,7 +16,7 @@ from enum import Enum
 import torch
 from torch import Tensor
 
-from engine.constraints import CallGrammar, CallPlan
+from engine.constraints import CallGrammar, CallPlan, CallSources
 from engine.masks import PROMPT_BLOCK, block_diffusion_mask, with_self
 from engine.model import DiffusionLM, KVCache
 from engine.schedule import (
@@ -48,10 +48,10 @@ class Request:
     """On the engine's clock; None = no deadline."""
     grammar: CallGrammar | None = None
     """Constrain tool calls to the tools' layouts (see engine/constraints.py)."""
-    caller_lines: tuple[str, ...] | None = None
-    """The whole call's caller lines, oldest first, when the prompt keeps only the latest
-    turns: a name slot looks for the caller's name in all of them (a name said early in
-    a long call). None: the caller lines in the prompt."""
+    sources: CallSources | None = None
+    """The whole call's caller lines and tool results, when the prompt keeps only the
+    latest turns: grounded names and numbers are copied from all of them. None: from the
+    prompt."""
 
 
 @dataclass(eq=False, slots=True)
@@ -103,9 +103,7 @@ def new_state(request: Request, block_size: int, ids: SpecialIds) -> DecodeState
     limit = answer_capacity(request, block_size)
     grammar = request.grammar
     plan = (
-        None
-        if grammar is None
-        else CallPlan(grammar, request.prompt_ids, limit, request.caller_lines)
+        None if grammar is None else CallPlan(grammar, request.prompt_ids, limit, request.sources)
     )
     canvas = torch.full((block_size,), ids.mask)
     return DecodeState(request, canvas, list(request.prompt_ids), plan=plan)

@@ -36,7 +36,7 @@ from engine.schedule import Schedule
 from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.brain.dialogues import Example as Step
 from voice_agent.brain.dialogues import generate as dialogues
-from voice_agent.brain.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError
+from voice_agent.brain.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError, call_sources
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scoring import Scorer
 
@@ -72,8 +72,7 @@ def run_engine(
         if ids is None:
             continue
         schedule = Schedule(threshold=0.9, max_new_tokens=ANSWER_TOKENS, effort=step.effort)
-        lines = tuple(t.text for t in step.history if isinstance(t, CallerTurn))
-        request = Request(ids, schedule, grammar=grammar, caller_lines=lines)
+        request = Request(ids, schedule, grammar=grammar, sources=call_sources(step.history))
         g = generate(ck.model, tok.ids, request, time.monotonic)
         right = scorer.add(step, tok.decode(g.token_ids))
         if g.min_confidence < unsure_below:

@@ -14,7 +14,7 @@ from typing import Any, get_args
 
 import pytest
 
-from engine.constraints import CallGrammar, CallPlan
+from engine.constraints import CallGrammar, CallPlan, CallSources
 from engine.generate import Request, generate
 from engine.schedule import Schedule
 from engine.tokenizer import Special, TextTokenizer
@@ -124,3 +124,17 @@ def test_a_phrase_never_starts_or_ends_inside_a_word(tok: TextTokenizer) -> None
     names = set(said.candidate_values)
     assert {"o'brien", "jean o'brien", "won't"} <= names
     assert not {"t", "ll", "brien", "o"} & names
+
+
+def test_a_number_found_before_the_prompt_window_is_still_copied(tok: TextTokenizer) -> None:
+    grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS)
+    prompt = tuple(tok.encode(f"{Special.BOS}{C} yes, do it{A}"))
+    assert "reserve_product" not in CallPlan(grammar, prompt, 96).feasible
+    sources = CallSources(
+        caller_lines=("a winter tyre please", "it's greta", "yes, do it"),
+        tool_results=("We have the winter tyre. [107 winter tyre]",),
+    )
+    plan = CallPlan(grammar, prompt, 96, sources)
+    assert "reserve_product" in plan.feasible
+    slot = next(s for s in grammar.slots["reserve_product"] if s.key == "product_id")
+    assert plan.said[slot].candidate_values == ("107",)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine import names
-from engine.constraints import NUMBER_WORDS, CallGrammar, CallPlan
+from engine.constraints import NUMBER_WORDS, CallGrammar, CallPlan, CallSources
 from engine.generate import Request, generate
 from engine.names import name_phrases
 from engine.schedule import Schedule
@@ -96,7 +96,8 @@ def test_a_name_said_before_the_prompt_window_is_still_found(tok: TextTokenizer)
     prompt = tuple(tok.encode(f"{Special.BOS}{Special.CALLER} yes, do it{Special.AGENT}"))
     window_only = CallPlan(grammar, prompt, 96)
     assert "ngozi adeyemi" not in window_only.said[slot].candidate_values
-    whole_call = CallPlan(grammar, prompt, 96, ("it's ngozi adeyemi", "tomorrow", "yes, do it"))
+    lines = ("it's ngozi adeyemi", "tomorrow", "yes, do it")
+    whole_call = CallPlan(grammar, prompt, 96, CallSources(caller_lines=lines))
     assert whole_call.said[slot].candidate_values == ("ngozi adeyemi",)
 
 

@@ -67,6 +67,7 @@ from voice_agent.brain.format import (
     AnswerError,
     CallerTurn,
     Turn,
+    call_sources,
     parse_answer,
 )
 from voice_agent.brain.phrases import Phrases, phrases
@@ -375,8 +376,9 @@ class Agent:
             turn.degrade(DegradeKind.CALLER_TEXT_CUT, f"kept its last {kept_words} words")
         prompt = tuple(self._tok.encode(text))
         schedule = Schedule(cfg.threshold, steps, cfg.max_new_tokens, effort)
-        lines = tuple(t.text for t in self.turns if isinstance(t, CallerTurn))
-        return Request(prompt, schedule, deadline_s, self._grammar, caller_lines=lines)
+        return Request(
+            prompt, schedule, deadline_s, self._grammar, sources=call_sources(self.turns)
+        )
 
     async def _call(
         self, turn: _Turn, call: AgentCall, generation: int, tracker: TurnTracker | None

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from engine.constraints import CallGrammar
+from engine.constraints import CallGrammar, CallSources
 from engine.schedule import Effort
 from engine.tokenizer import Special, TextTokenizer
 
@@ -138,6 +138,15 @@ def count_tokens(text: str, tok: TextTokenizer | None) -> int:
         return len(tok.encode(text))
     specials = sum(text.count(s) for s in Special.ALL)
     return specials + int(len(text.encode()) / BYTES_PER_TOKEN_ESTIMATE) + 1
+
+
+def call_sources(turns: Sequence[Turn]) -> CallSources:
+    """The whole call's caller lines and tool results, for the engine's grounded slots
+    (the prompt may keep only the latest turns)."""
+    return CallSources(
+        caller_lines=tuple(t.text for t in turns if isinstance(t, CallerTurn)),
+        tool_results=tuple(t.text for t in turns if isinstance(t, ToolResultTurn)),
+    )
 
 
 def render_prompt(

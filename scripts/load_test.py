@@ -17,9 +17,9 @@ below it, is within the turn budget (`[budgets] turn_ms`) with no call failed.
 Soak: `--soak-calls` callers each placing calls back to back for `--warmup-minutes` and
 then `--soak-minutes`. Over the latter, the server's RSS, open file descriptors and
 threads are sampled from /proc every `--sample-s`; the slope is a least-squares fit (MB
-per minute). At the end: every call
-completed, and the shop file is checked against the turn records: each `book_service`
-that ran OK made exactly one booking row (no row twice).
+per minute). At the end: every call completed, and the shop file is checked against the
+turn records (scripts/bookings_check.py): each distinct booking a `book_service` call
+confirmed has exactly one row (an identical retry adds none), and no row is there twice.
 
 Fuzz: `--fuzz-cases K` runs the fuzz tests (tests/unit/test_codec_fuzz.py,
 tests/integration/test_server_hostile.py) with FUZZ_CASES=K; `fuzz_cases` is the number
@@ -42,6 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from scripts.bookings_check import bookings_check
 from scripts.calls import (
     SCRIPTS,
     CallResult,
@@ -54,7 +55,7 @@ from scripts.calls import (
 )
 from voice_agent.config import load_settings
 from voice_agent.speech import Synthesizer, default_synthesizer
-from voice_agent.turn_record import TurnRecord, read_jsonl
+from voice_agent.turn_record import read_jsonl
 
 FUZZ_FILES = ("tests/unit/test_codec_fuzz.py", "tests/integration/test_server_hostile.py")
 _MB = 1024 * 1024
@@ -74,28 +75,6 @@ def slope_per_minute(times_s: list[float], values: list[float]) -> float | None:
         return None
     t = np.asarray(times_s) / 60.0
     return round(float(np.polyfit(t, np.asarray(values, dtype=float), 1)[0]), 3)
-
-
-def bookings_check(shop: Path, records: list[TurnRecord], seeded: int) -> dict[str, object]:
-    """New booking rows against the book_service calls that ran OK."""
-    booked_ok = sum(
-        1
-        for r in records
-        for c in r.tool_calls
-        if c.name == "book_service" and c.outcome.value == "ok"
-    )
-    with sqlite3.connect(shop) as conn:
-        rows = conn.execute(
-            "SELECT name, day, start, service FROM bookings ORDER BY booking_id"
-        ).fetchall()
-    new = rows[seeded:]
-    duplicates = len(new) - len(set(new))
-    return {
-        "book_service_ok": booked_ok,
-        "new_bookings": len(new),
-        "duplicate_bookings": duplicates,
-        "each_confirmed_booking_once": booked_ok == len(new) and duplicates == 0,
-    }
 
 
 async def ramp(

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
+from typing import Any
 
 from voice_agent.clock import Clock
 from voice_agent.degrade import DegradePolicy, EngineDecision, EnginePlan, TranscriptChoice
@@ -158,26 +160,30 @@ class TurnTracker:
 
     # ------------------------------------------------------------ tool calls
 
-    def start_tool(self, name: str) -> int:
-        """Record a tool call starting now; returns its handle for `end_tool`."""
-        self._tools.append(ToolCallRecord(name, self.elapsed_ms()))
+    def start_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> int:
+        """Record a tool call starting now, with the validated `arguments` it runs with
+        (JSON values; copied); returns its handle for `end_tool`."""
+        args = None if arguments is None else dict(arguments)
+        self._tools.append(ToolCallRecord(name, self.elapsed_ms(), arguments=args))
         return len(self._tools) - 1
 
-    def end_tool(self, handle: int, outcome: ToolOutcome) -> None:
+    def end_tool(self, handle: int, outcome: ToolOutcome, refusal: str | None = None) -> None:
+        """End the call `handle` now. `refusal`: the refusal's kind when the tool answered
+        by refusing (`outcome` `OK`). Raises ValueError when it already ended."""
         call = self._tools[handle]
         if call.ended_at_ms is not None:
             raise ValueError(f"tool call {handle} ({call.name}) already ended")
-        self._tools[handle] = ended = ToolCallRecord(call.name, call.started_at_ms,
-                                                     self.elapsed_ms(), outcome)  # fmt: skip
+        ended = replace(call, ended_at_ms=self.elapsed_ms(), outcome=outcome, refusal=refusal)
+        self._tools[handle] = ended
         if self._on_tool_call is not None:
             self._on_tool_call(self._call_id, self._turn, ended)
 
     @contextlib.contextmanager
-    def tool_call(self, name: str) -> Iterator[None]:
-        """Time the block as a call of tool `name`: `OK` when it completes, `TIMEOUT` on
-        TimeoutError, `CANCELLED` on cancellation, `ERROR` on any other exception (which
-        is re-raised)."""
-        handle = self.start_tool(name)
+    def tool_call(self, name: str, arguments: Mapping[str, Any] | None = None) -> Iterator[None]:
+        """Time the block as a call of tool `name` with `arguments`: `OK` when it
+        completes, `TIMEOUT` on TimeoutError, `CANCELLED` on cancellation, `ERROR` on any
+        other exception (which is re-raised)."""
+        handle = self.start_tool(name, arguments)
         try:
             yield
         except TimeoutError:

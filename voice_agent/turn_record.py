@@ -9,6 +9,11 @@ a file per process (`append_jsonl`). The line holds every field of `TurnRecord` 
 their string values, tuples as lists) and `durations_ms`, the derived durations written
 for readers that do not load this module; `from_json_line` ignores it. `schema_version`
 says which layout a line has; a reader refuses other versions rather than misread them.
+
+Tool calls carry the arguments the tool was run with (validated, JSON values), so a
+reader can tell an identical retry from a second request (scripts/load_test.py checks
+bookings this way). They include what the caller said (names): the records are as
+private as the call itself.
 """
 
 from __future__ import annotations
@@ -23,11 +28,11 @@ from pydantic import TypeAdapter, ValidationError
 
 from voice_agent.config import BudgetSettings
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Layout of `TurnRecord` lines; bump on any change a reader of old lines would misread.
-2 added `engine`, `concurrent_calls` and `preempted` (optional: version-1 lines read as
-version 2 with them None)."""
-READABLE_VERSIONS = frozenset({1, SCHEMA_VERSION})
+2 added `engine`, `concurrent_calls` and `preempted`; 3 added the tool calls' `arguments`
+and `refusal` (all optional: older lines read as the current version with them None)."""
+READABLE_VERSIONS = frozenset({1, 2, SCHEMA_VERSION})
 DERIVED_KEY = "durations_ms"
 
 
@@ -152,6 +157,13 @@ class ToolCallRecord:
     ended_at_ms: float | None = None
     """None while it runs."""
     outcome: ToolOutcome | None = None
+    arguments: dict[str, Any] | None = field(default=None, hash=False)
+    """The validated arguments the tool was run with (JSON values); None when not known
+    (a line before version 3, or a caller of the tracker that did not say)."""
+    refusal: str | None = None
+    """The refusal's kind (`ToolError`, e.g. "slot_taken") when the tool answered by
+    refusing: `outcome` is then `OK`, since it answered in time. None: it did not refuse,
+    or the line predates version 3 (then `arguments` is None too)."""
 
     @property
     def duration_ms(self) -> float | None:
@@ -295,7 +307,7 @@ class TurnRecord:
 
     @classmethod
     def from_json_data(cls, data: Any) -> TurnRecord:
-        """Parse `to_json_data` output (version-1 data is read as the current version).
+        """Parse `to_json_data` output (older versions' data is read as the current one).
         Raises ValueError as `from_json_line`."""
         if not isinstance(data, dict):
             raise ValueError("turn record must be a JSON object")

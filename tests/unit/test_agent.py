@@ -404,6 +404,30 @@ def test_a_tracker_plans_the_engine_deadline_and_times_the_tools(
         assert tracker.marked_s(mark) is not None
     [tool] = tracker.record().tool_calls
     assert (tool.name, tool.outcome) == ("opening_hours", TrackedOutcome.OK)
+    assert (tool.arguments, tool.refusal) == ({"day": "today"}, None)
+
+
+def test_the_turn_record_keeps_each_calls_arguments_and_refusal(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    tracker = TurnTracker(FakeClock(100.0), Budgets.default())
+    engine = ScriptedEngine(
+        tok,
+        call(tok, "book_service", **BOOKING),
+        call(tok, "order_status", order_number="98765"),
+        say(tok, "Booked, but I can't find that order."),
+    )
+    agent = Agent(engine, tok, shop)
+    run(agent.respond("book me in, and where is order 9 8 7 6 5", tracker=tracker))
+    booked, refused = tracker.record().tool_calls
+    # What the tool ran with, so a reader can tell an identical retry from a new booking.
+    assert (booked.name, booked.arguments, booked.outcome, booked.refusal) == (
+        "book_service", BOOKING, TrackedOutcome.OK, None
+    )  # fmt: skip
+    # A refusal answered in time (outcome OK) but booked nothing: the record says which.
+    assert (refused.arguments, refused.outcome, refused.refusal) == (
+        {"order_number": "98765"}, TrackedOutcome.OK, "no_such_order"
+    )  # fmt: skip
 
 
 def test_a_caller_turn_too_long_for_the_window_keeps_its_end(

@@ -150,7 +150,7 @@ class ToolRunner:
             self._finish(call, turn, generation, self._clock.now(),
                          ToolOutcome.NOT_RUN_CANCELLED, None, None, None)  # fmt: skip
             raise
-        handle = tracker.start_tool(call.tool) if tracker is not None else None
+        handle = tracker.start_tool(call.tool, call.arguments) if tracker is not None else None
         start_s = self._clock.now()
         discarded = self._discard = threading.Event()
 
@@ -231,7 +231,8 @@ class ToolRunner:
                                 duration_ms, error)  # fmt: skip
         self.records.append(record)
         if tracker is not None and handle is not None:
-            tracker.end_tool(handle, _TRACKED[outcome])
+            refusal = error if outcome is ToolOutcome.REFUSED else None
+            tracker.end_tool(handle, _TRACKED[outcome], refusal)
         return _tool_run(record, call.tool, result, self._failed_line)
 
 

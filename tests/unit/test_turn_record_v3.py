@@ -1,0 +1,71 @@
+"""Turn records, version 3: each tool call keeps the arguments it ran with and its
+refusal; version-2 lines still read, with those None."""
+
+from __future__ import annotations
+
+import json
+
+from voice_agent.clock import FakeClock
+from voice_agent.latency import TurnTracker
+from voice_agent.turn_record import (
+    SCHEMA_VERSION,
+    Budgets,
+    ToolCallRecord,
+    ToolOutcome,
+    TurnRecord,
+)
+
+BOOKING = {"name": "Ann Lee", "day": "tomorrow", "time": "10:00", "service": "tune-up"}
+
+
+def test_the_tracker_records_a_calls_arguments_and_refusal() -> None:
+    clock = FakeClock(10.0)
+    t = TurnTracker(clock, Budgets.default(), call_id="CA3", turn=1)
+    args = dict(BOOKING)
+    with t.tool_call("book_service", args):
+        clock.advance(0.1)
+    handle = t.start_tool("book_service", {**BOOKING, "time": "11:00"})
+    t.end_tool(handle, ToolOutcome.OK, refusal="slot_taken")
+    args["name"] = "someone else"  # the record keeps its own copy
+    first, second = t.record().tool_calls
+    assert (first.arguments, first.outcome, first.refusal) == (BOOKING, ToolOutcome.OK, None)
+    assert second.arguments == {**BOOKING, "time": "11:00"} and second.refusal == "slot_taken"
+
+
+def test_arguments_and_refusal_round_trip_through_a_json_line() -> None:
+    calls = (
+        ToolCallRecord("book_service", 5.0, 40.0, ToolOutcome.OK, dict(BOOKING)),
+        ToolCallRecord(
+            "order_status", 50.0, 60.0, ToolOutcome.OK, {"order_number": "98765"}, "no_such_order"
+        ),
+        ToolCallRecord("opening_hours", 70.0),  # still running, arguments unknown
+    )
+    record = TurnRecord("CA3", 2, Budgets.default(), tool_calls=calls, wall_time_unix_s=1e9)
+    line = record.to_json_line()
+    data = json.loads(line)
+    assert data["schema_version"] == SCHEMA_VERSION == 3
+    assert data["tool_calls"][0]["arguments"] == BOOKING
+    assert data["tool_calls"][1]["refusal"] == "no_such_order"
+    back = TurnRecord.from_json_line(line)
+    assert back == record
+    assert back.tool_calls[0].arguments == BOOKING and back.tool_calls[2].arguments is None
+
+
+def test_a_version_2_line_reads_with_arguments_unknown() -> None:
+    call = ToolCallRecord("book_service", 5.0, 40.0, ToolOutcome.OK, dict(BOOKING), "x")
+    data = json.loads(TurnRecord("CA1", 1, Budgets.default(), tool_calls=(call,)).to_json_line())
+    for tool in data["tool_calls"]:
+        del tool["arguments"], tool["refusal"]
+    data["schema_version"] = 2
+    record = TurnRecord.from_json_line(json.dumps(data))
+    assert record.schema_version == SCHEMA_VERSION
+    [read] = record.tool_calls
+    assert (read.name, read.outcome, read.arguments, read.refusal) == (
+        "book_service", ToolOutcome.OK, None, None
+    )  # fmt: skip
+
+
+def test_a_record_with_arguments_still_hashes() -> None:
+    call = ToolCallRecord("book_service", 5.0, 40.0, ToolOutcome.OK, dict(BOOKING))
+    record = TurnRecord("CA1", 1, Budgets.default(), tool_calls=(call,))
+    assert call in {call} and record in {record}  # the dict is left out of the hash

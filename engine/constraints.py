@@ -43,6 +43,7 @@ from pydantic import BaseModel
 from torch import Tensor
 
 from engine.names import name_phrases
+from engine.said import counts_said, labelled_said, labels, said_as_words
 from engine.tokenizer import Special, TextTokenizer
 
 DEFAULT_TEXT_TOKENS = 8
@@ -100,6 +101,12 @@ class Slot:
     person_name: bool = False
     """Grounded TEXT: a person's name; its choices are the caller's phrases that look like
     a name when any do (engine/names.py), else all phrases."""
+    counted: bool = False
+    """DIGITS (an int): how many; chosen among the counts the caller said, when any
+    (engine/said.py)."""
+    labelled: bool = False
+    """Grounded DIGITS: when a tool result labels its numbers ("[107 winter tyre]") and
+    the caller names a label, chosen among those numbers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +252,7 @@ class CallGrammar:
         names = name_phrases(caller_lines, self.closed_words) if slot.person_name else None
         fitting = [n for n in names or () if self._fits(slot, n)]
         if fitting:
-            return self._choice(slot, fitting)
+            return self.choices(slot, fitting)
         if slot.kind is SlotKind.DIGITS:
             found = [re.sub(r"\D", "", m.group()) for m in NUMBER_SAID.finditer(prompt_text)]
         else:
@@ -260,12 +267,13 @@ class CallGrammar:
                 continue
             if self._fits(slot, value):
                 values.append(value)
-        return self._choice(slot, values) if values else None
+        return self.choices(slot, values) if values else None
 
     def _fits(self, slot: Slot, value: str) -> bool:
         return slot.min_tokens <= len(self.tok.encode(value)) <= slot.width
 
-    def _choice(self, slot: Slot, values: list[str]) -> Slot:
+    def choices(self, slot: Slot, values: list[str]) -> Slot:
+        """`slot` as a choice among `values` (each fits it)."""
         candidates = tuple(tuple(_fill(slot, v, self.tok, self.gap)) for v in values)
         return Slot(slot.key, SlotKind.ENUM, slot.width, slot.quoted,
                     candidates=candidates, candidate_values=tuple(values))  # fmt: skip
@@ -321,13 +329,14 @@ def _slot(key: str, field: dict[str, Any], tok: TextTokenizer, gap: int) -> Slot
         width = int(
             field.get("max_tokens", len(str(field.get("maximum", 10**DEFAULT_DIGIT_TOKENS - 1))))
         )
-        return Slot(key, SlotKind.DIGITS, width, quoted=False, min_tokens=1)
+        return Slot(key, SlotKind.DIGITS, width, quoted=False, min_tokens=1,
+                    counted=bool(field.get("counted")))  # fmt: skip
     if kind == "string" and field.get("pattern") == DIGITS_PATTERN:
         width = int(field.get("max_tokens", field.get("maxLength", DEFAULT_DIGIT_TOKENS)))
         least = max(1, int(field.get("minLength", 1)))  # one token per digit
-        return Slot(
-            key, SlotKind.DIGITS, width, min_tokens=least, grounded=bool(field.get("grounded"))
-        )
+        grounded, labelled = bool(field.get("grounded")), bool(field.get("labelled"))
+        return Slot(key, SlotKind.DIGITS, width, min_tokens=least, grounded=grounded,
+                    labelled=labelled)  # fmt: skip
     if kind == "string":
         width = int(field.get("max_tokens", DEFAULT_TEXT_TOKENS))
         grounded, distinct = bool(field.get("grounded")), bool(field.get("distinct"))
@@ -391,13 +400,6 @@ def _words(text: str) -> set[str]:
     return out
 
 
-def said_as_words(value: str) -> re.Pattern[str]:
-    """`value` as whole words, case-insensitive, its words joined by a hyphen, spaces or
-    nothing ("tune-up" matches "Tune up", "tuneup" and "TUNE-UP")."""
-    words = [re.escape(w) for w in re.split(r"[-\s]+", value.strip()) if w]
-    return re.compile(r"\b" + r"[-\s]*".join(words) + r"\b", re.IGNORECASE)
-
-
 def _said_in(slot: Slot, text: str) -> set[str]:
     """The values of an enum `slot` that `text` names, less those only ever named inside
     another's words ("next monday" names next monday, not monday)."""
@@ -456,13 +458,25 @@ class CallPlan:
                     text = numbers_text if slot.kind is SlotKind.DIGITS else self.prompt_text
                     choice = grammar.said(slot, text, lines)
                     if choice is not None:
-                        self.said[slot] = choice
+                        self.said[slot] = self._narrowed(slot, choice, numbers_text, lines)
+                elif slot.counted:
+                    counts = counts_said(lines, 10**slot.width - 1)
+                    if counts:
+                        self.said[slot] = grammar.choices(slot, [str(n) for n in counts])
         self.feasible = {name for name in grammar.tools if grammar.feasible(name, self.said)}
         self.cells: dict[int, Cell] = {}
         self.call_at: int | None = None
         self.end: int | None = None
         """Answer position of the call's EOS once the tool is chosen."""
         self.tool: str | None = None
+
+    def _narrowed(self, slot: Slot, choice: Slot, text: str, lines: tuple[str, ...]) -> Slot:
+        """A labelled slot's choice narrowed to the numbers whose label the caller named."""
+        if not slot.labelled:
+            return choice
+        named = labelled_said(lines, labels([text])) or []
+        kept = [v for v in choice.candidate_values if v in named]
+        return self.grammar.choices(slot, kept) if kept else choice
 
     def open(self, answer_len: int) -> bool:
         """True while the call's layout continues past `answer_len` tokens."""

@@ -11,7 +11,7 @@ phrase of the prompt; it offers the phrases that look like a name, best evidence
 3. else (a name that is also a common word: "tom brown", "grace park") the one or two
    words after a strong cue ("my name is", "under", "call me").
 
-The caller's lines are searched latest first within each tier (a correction wins). A name
+Within a tier, the latest line that has any gives the choices (a correction wins). A name
 word is one that no English dictionary lists in lower case ("rahul", "dubois"; the list
 is engine/lexicon/common_words.txt.gz, see scripts/make_common_words.py), or one written
 with a capital inside a sentence (Whisper writes "It's Tom Brown"), and is not a filler,
@@ -34,14 +34,15 @@ NOT_NAMES = frozenset((
     "yeah", "yep", "yup", "nope", "ok", "okay", "hey", "hi", "am", "pm",
 ))  # fmt: skip
 """Sounds, greetings and time marks a dictionary may not list in lower case."""
-CUE_NOISE = NOT_NAMES | {"so", "like", "well", "actually", "just", "yes", "please"}
-"""Words a caller drops between a cue and the name ("name, um, so, is Sofia")."""
+CUE_NOISE = NOT_NAMES | {"so", "like", "well", "actually", "just", "yes", "please", "i", "mean"}
+"""Words a caller drops between a cue and the name ("name, um, so, is Sofia", "it'll, I
+mean, be Sofia")."""
 CONTRACTION = re.compile(r"['’](?:s|ll|re|ve|d|m|t)$")
 NAME_WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
 SENTENCE_BREAK = re.compile(r"[.!?]")
 PART_BREAK = re.compile(r"[.,!?;:]")
 CUE_BEFORE = re.compile(
-    r"(?:\bname(?:'s| is)?|\bthis is|\bit(?:'s| is)|\bit'll be|\bi(?:'m| am)|\bcall me|"
+    r"(?:\bname(?:'s| is)?|\bthis is|\bit(?:'s|s| is)|\bit'll be|\bi(?:'m| am)|\bcall me|"
     r"\bunder|\bfor|\bput)\s*$",
     re.IGNORECASE,
 )
@@ -66,16 +67,20 @@ def common_words() -> frozenset[str]:
 
 def name_phrases(lines: Iterable[str], closed: frozenset[str] | set[str]) -> list[str] | None:
     """The phrases of `lines` (the caller's, oldest first) that may be the caller's name,
-    best tier only, latest line first; None when no line has one. `closed`: lower-case
-    words that are never part of a name (numbers, days, services)."""
-    lines = list(lines)
-    runs = [_runs(line, closed) for line in reversed(lines)]
+    from the best tier's latest line that has any; None when no line has one. `closed`:
+    lower-case words that are never part of a name (numbers, days, services)."""
+    latest_first = list(lines)[::-1]
+    runs = [_runs(line, closed) for line in latest_first]
     for want_cued in (True, False):
-        found = _unique(text for line in runs for text, cued in line if cued or not want_cued)
+        for line_runs in runs:
+            found = _unique(text for text, cued in line_runs if cued or not want_cued)
+            if found:
+                return found
+    for line in latest_first:
+        found = _unique(_after_strong_cue(line, closed))
         if found:
             return found
-    found = _unique(p for line in reversed(lines) for p in _after_strong_cue(line, closed))
-    return found or None
+    return None
 
 
 def _runs(line: str, closed: frozenset[str] | set[str]) -> list[tuple[str, bool]]:
@@ -92,7 +97,7 @@ def _runs(line: str, closed: frozenset[str] | set[str]) -> list[tuple[str, bool]
             if run and len(run) <= MAX_NAME_WORDS:
                 start, end = run[0].start(), run[-1].end()
                 alone = len(run) == len(words)
-                before = " ".join(w for w in NAME_WORD.findall(line, part[0], start)
+                before = " ".join(w for w in NAME_WORD.findall(line, 0, start)
                                   if w.lower() not in CUE_NOISE)  # fmt: skip
                 cued = (alone or CUE_BEFORE.search(before) is not None
                         or CUE_AFTER.match(line[end:part[1]]) is not None)  # fmt: skip

@@ -15,7 +15,9 @@ denoises values, so every field here is written to be decodable under its constr
   (`max_tokens`) and `grounded`, so they are copied from the conversation, never invented;
   names are also `distinct`: never a phrase with a number or a day, time or service word,
   and `person_name`: chosen among the caller's phrases that look like a name (engine/names.py);
-* a quantity is a small `int` (an unquoted digit slot as wide as its maximum);
+* a quantity is a small `int` (an unquoted digit slot as wide as its maximum), `counted`:
+  chosen among the counts the caller said ("a couple of", "two of them") when any;
+  a product id is `labelled`: the id whose name in the search result the caller named;
 * every field is required: the grammar lays out required fields only, so an optional
   field could never be filled by the model.
 
@@ -128,10 +130,11 @@ def _time_said_as(slot: str) -> str:
     return "|".join(forms)
 
 
-def _digits(least: int, most: int) -> Any:
-    return Field(
-        pattern=r"^\d+$", min_length=least, max_length=most, json_schema_extra={"grounded": True}
-    )
+def _digits(least: int, most: int, labelled: bool = False) -> Any:
+    """Digits copied from the conversation; `labelled`: picked by the label a tool result
+    gives the number when the caller names it ("[107 winter tyre]")."""
+    extra: dict[str, Any] = {"grounded": True, "labelled": labelled}
+    return Field(pattern=r"^\d+$", min_length=least, max_length=most, json_schema_extra=extra)
 
 
 class ToolArgs(BaseModel):
@@ -178,8 +181,8 @@ class SearchProducts(ToolArgs):
 class ReserveProduct(ToolArgs):
     """Put a product aside for pickup; `product_id` is copied from a search result."""
 
-    product_id: str = _digits(PRODUCT_ID_DIGITS, PRODUCT_ID_DIGITS)
-    quantity: int = Field(ge=1, le=MAX_QUANTITY)
+    product_id: str = _digits(PRODUCT_ID_DIGITS, PRODUCT_ID_DIGITS, labelled=True)
+    quantity: int = Field(ge=1, le=MAX_QUANTITY, json_schema_extra={"counted": True})
     name: str = _grounded(NAME_TOKENS, distinct=True, person_name=True)
 
 

@@ -1,0 +1,87 @@
+"""Counts and labelled numbers a caller means (engine/said.py), and the reserve call that
+uses them, decoded with random weights so the choice can only come from grounding."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.constraints import CallGrammar, CallPlan, CallSources
+from engine.generate import Request, generate
+from engine.said import counts_said, labelled_said, labels
+from engine.schedule import Schedule
+from engine.tokenizer import Special, TextTokenizer
+from tests.unit.test_engine_constraints import CallBiased, random_model
+from tools.bike_shop import schemas
+
+TOKENIZER = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm/tokenizer.json"
+
+
+@pytest.mark.parametrize(
+    ("line", "counts"),
+    [
+        ("Uh, go on, a couple of the d lock.", [2]),
+        ("go yeah on two of them of the road tyre", [2]),
+        ("yes please, just the one", [1]),
+        ("a single one of the floor pump", [1]),
+        ("3 please", [3]),
+        ("a pair of those", [2]),
+        ("a road tyre please", None),  # a bare "a" is not a count
+        ("at 2 tomorrow", None),  # times are not counts
+        ("half past one", None),
+        ("two thirty suits me", None),
+        ("order 4 1 7 2", None),  # digits read out one by one
+        ("item 188", None),
+        ("twelve of them", None),  # more than the most
+    ],
+)
+def test_a_count_is_heard_however_a_caller_says_it(line: str, counts: list[int] | None) -> None:
+    assert counts_said([line], 9) == counts
+
+
+def test_the_latest_line_that_says_a_count_wins() -> None:
+    assert counts_said(["two of the road tyre", "sorry, make that three", "yes"], 9) == [3]
+
+
+def test_the_caller_picks_a_number_by_its_label() -> None:
+    found = labels(["We have the winter tyre and the road tyre. [107 winter tyre; 105 road tyre]"])
+    assert found == {"107": "winter tyre", "105": "road tyre"}
+    assert labelled_said(["one of the Winter Tyre", "yes"], found) == ["107"]
+    assert labelled_said(["road-tyre please"], found) == ["105"]
+    assert labelled_said(["a tyre please"], found) is None  # no whole label named
+
+
+@pytest.fixture(scope="module")
+def tok() -> TextTokenizer:
+    return TextTokenizer.load(TOKENIZER)
+
+
+def test_a_reserve_copies_the_named_product_and_the_count_whatever_the_weights(
+    tok: TextTokenizer,
+) -> None:
+    history = (
+        f"{Special.CALLER} any winter tyres?{Special.AGENT}{Special.TOOL_RESULT} We have the "
+        "road tyre and the winter tyre. [105 road tyre; 107 winter tyre]"
+        f"{Special.AGENT}{Special.SAY} Shall I put it aside for you?"
+        f"{Special.CALLER} go on, a couple of the winter tyre{Special.AGENT}"
+        f"{Special.SAY} And what name is it under?{Special.CALLER} name is ngozi"
+    )
+    grammar = CallGrammar(tok, {"reserve_product": schemas.ReserveProduct})
+    for seed in range(4):
+        request = Request(tuple(tok.encode(f"{Special.BOS}{history}{Special.AGENT}")),
+                          Schedule(threshold=0.5, max_new_tokens=96), grammar=grammar)  # fmt: skip
+        model = CallBiased(random_model(tok, seed, block_size=16), tok.ids.call)
+        ids = list(generate(model, tok.ids, request, time.monotonic).token_ids)  # type: ignore[arg-type]
+        args = grammar.parse(ids[ids.index(tok.ids.call) + 1 :]).arguments.model_dump()
+        assert args == {"product_id": "107", "quantity": 2, "name": "ngozi"}
+
+
+def test_with_no_count_said_the_quantity_is_the_models(tok: TextTokenizer) -> None:
+    grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS)
+    slot = next(s for s in grammar.slots["reserve_product"] if s.key == "quantity")
+    prompt = tuple(tok.encode(f"{Special.BOS}{Special.CALLER} yes please{Special.AGENT}"))
+    assert slot not in CallPlan(grammar, prompt, 96).said
+    plan = CallPlan(grammar, prompt, 96, CallSources(caller_lines=("two of them", "yes please")))
+    assert plan.said[slot].candidate_values == ("2",)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
@@ -43,6 +44,7 @@ from pydantic import BaseModel
 from torch import Tensor
 
 from engine.names import name_phrases
+from engine.readback import SayTemplate, Spoken, lead_ids
 from engine.said import counts_said, labelled_said, labels, said_as_words
 from engine.tokenizer import Special, TextTokenizer
 
@@ -71,6 +73,17 @@ NUMBER_WORDS = frozenset((
 ))  # fmt: skip
 """Words a `distinct` text slot never copies: numbers as a caller says them."""
 FORBIDDEN_IN_STRING = set('"\\') | {chr(c) for c in range(32)}
+
+
+LAST_RESULT = re.compile(
+    rf"{re.escape(Special.TOOL_RESULT)}\s*(?:error [a-z_]+:\s*)?([^<]*?)\s*(?:\[[^\[\]<]*\])?\s*"
+    rf"{re.escape(Special.AGENT)}$"
+)
+"""The prompt ends with a tool result: its speakable words (a refusal's message without
+`error <kind>:`, no bracketed ids), which the reply may relay word for word."""
+ECHO_LEAD_TOKENS = 2
+"""Tokens of a tool result the model must begin its `<say>` with before the rest of the
+result is laid out after them."""
 
 
 class SlotKind(Enum):
@@ -143,7 +156,14 @@ class CallSources:
 class CallGrammar:
     """The call layouts of a tool pack, for one tokenizer."""
 
-    def __init__(self, tok: TextTokenizer, tools: dict[str, type[BaseModel]]) -> None:
+    def __init__(
+        self,
+        tok: TextTokenizer,
+        tools: dict[str, type[BaseModel]],
+        readbacks: Sequence[SayTemplate] = (),
+    ) -> None:
+        """`readbacks`: spoken confirmations of calls, laid out once the model begins one
+        (engine/readback.py)."""
         if not tools:
             raise ValueError("a call grammar needs at least one tool")
         self.tok = tok
@@ -157,6 +177,15 @@ class CallGrammar:
         self.text_allowed = _text_tokens(tok, [tok.decode([i]) for i in range(tok.vocab_size)])
         self.digit_allowed = _digit_tokens(tok)
         self.closing = [tok.ids.eos, tok.ids.call, tok.ids.say]
+        self.readbacks = [(t, lead_ids(tok, t)) for t in readbacks]
+        for template in readbacks:
+            keys = {slot.key for slot in self.slots.get(template.tool, [])}
+            spoken = {p.key for p in template.pieces if isinstance(p, Spoken)}
+            if template.tool not in self.slots or not spoken <= keys:
+                raise ValueError(
+                    f"read-back of {template.tool!r} speaks {sorted(spoken - keys)}, "
+                    "which are not required arguments of a tool of this grammar"
+                )
         """Tokens that would end or replace a call: banned before a laid-out call."""
         self.closed_words = NUMBER_WORDS | {
             word
@@ -437,6 +466,7 @@ class CallPlan:
         call would not end within it. `sources`: the whole call, when the prompt holds
         only its latest turns (None: the prompt is all there is)."""
         self.grammar = grammar
+        self.limit = limit
         self.last_call_start = limit - grammar.max_call_tokens - 1
         prompt = grammar.tok.decode(prompt_ids)
         self.prompt_text = AGENT_OWN.sub(" . ", prompt)
@@ -446,6 +476,14 @@ class CallPlan:
         self.caller_lines = CALLER_SPEECH.findall(prompt)
         """The caller's lines, oldest first: a grounded enum's choice is among the values
         the latest of them to name any says."""
+        result = LAST_RESULT.search(prompt)
+        self.echo = tuple(grammar.tok.encode(" " + result[1])) if result and result[1] else ()
+        """The tool result the prompt ends with, as it would follow `<say>`: once the
+        model's speech begins with its first words, the rest is relayed word for word (a
+        small model garbles "your reference is one zero zero four")."""
+        self.echo_end: int | None = None
+        self.committed: dict[int, int] = {}
+        """Answer position → token committed there, for openings that span blocks."""
         self.said: dict[Slot, Slot] = {}
         """Grounded digit and text slots → choices among what the prompt says."""
         lines, numbers_text = tuple(self.caller_lines), self.prompt_text
@@ -466,8 +504,10 @@ class CallPlan:
         self.feasible = {name for name in grammar.tools if grammar.feasible(name, self.said)}
         self.cells: dict[int, Cell] = {}
         self.call_at: int | None = None
+        self.say_at: int | None = None
+        """Answer position where a read-back's laid-out part begins, once one is."""
         self.end: int | None = None
-        """Answer position of the call's EOS once the tool is chosen."""
+        """Answer position of the call's (or read-back's) EOS once it is laid out."""
         self.tool: str | None = None
 
     def _narrowed(self, slot: Slot, choice: Slot, text: str, lines: tuple[str, ...]) -> Slot:
@@ -479,8 +519,11 @@ class CallPlan:
         return self.grammar.choices(slot, kept) if kept else choice
 
     def open(self, answer_len: int) -> bool:
-        """True while the call's layout continues past `answer_len` tokens."""
-        return self.call_at is not None and (self.end is None or self.end >= answer_len)
+        """True while a call's or read-back's layout continues past `answer_len` tokens."""
+        if self.echo_end is not None and self.echo_end >= answer_len:
+            return True
+        laid_out = self.call_at is not None or self.say_at is not None
+        return laid_out and (self.end is None or self.end >= answer_len)
 
     def before_commit(
         self, canvas: Tensor, block_start: int, logits: Tensor, banned: Tensor
@@ -532,23 +575,74 @@ class CallPlan:
         return placed, laid_out
 
     def after_commit(self, canvas: Tensor, block_start: int) -> int:
-        """Lay out the call once `<call>` is committed. Returns how many committed tokens
-        were taken back because the layout now governs their positions."""
-        if self.call_at is not None:
+        """Lay out the call once `<call>` is committed, or a read-back once `<say>` and
+        its opening words are. Returns how many committed tokens were taken back because
+        the layout now governs their positions."""
+        if self.call_at is not None or self.say_at is not None or self.echo_end is not None:
             return 0
         hits = (canvas == self.grammar.tok.ids.call).nonzero()
-        if hits.numel() == 0:
-            return 0
-        self.call_at = block_start + int(hits[0]) + 1
-        self._extend(self.call_at, self.grammar.name_layout())
+        if hits.numel() > 0:
+            self.call_at = block_start + int(hits[0]) + 1
+            self._extend(self.call_at, self.grammar.name_layout())
+            return self._take_back(canvas, block_start, int(hits[0]) + 1)
+        mask_id, say = self.grammar.tok.ids.mask, self.grammar.tok.ids.say
+        for j in (canvas != mask_id).nonzero().flatten().tolist():
+            self.committed[block_start + j] = int(canvas[j])
+        for pos in sorted(p for p, token in self.committed.items() if token == say):
+            for template, lead in self.grammar.readbacks:
+                start = pos + 1 + len(lead)
+                if start < block_start or self._run(pos + 1, len(lead)) != lead:
+                    continue
+                layout = self._readback_layout(template)
+                if layout is None or start + len(layout) >= self.limit:
+                    continue
+                self._extend(start, [*layout, Fixed(self.grammar.tok.ids.eos)])
+                self.say_at, self.end = start, start + len(layout)
+                return self._take_back(canvas, block_start, start - block_start)
+            lead, rest = self.echo[:ECHO_LEAD_TOKENS], self.echo[ECHO_LEAD_TOKENS:]
+            start = pos + 1 + len(lead)
+            if (rest and block_start <= start and start + len(rest) < self.limit
+                    and self._run(pos + 1, len(lead)) == lead):  # fmt: skip
+                self._extend(start, [Fixed(t) for t in rest])
+                self.echo_end = start + len(rest) - 1  # what follows is the model's again
+                return self._take_back(canvas, block_start, start - block_start)
+        return 0
+
+    def _run(self, start: int, n: int) -> tuple[int, ...]:
+        """The committed tokens at answer positions `start`.. (-1 where none is yet)."""
+        return tuple(self.committed.get(start + i, -1) for i in range(n))
+
+    def _take_back(self, canvas: Tensor, block_start: int, first: int) -> int:
+        """Re-mask what was committed from block index `first` on (decided without the
+        layout: decided again under it) and place the layout's fixed tokens."""
         mask_id = self.grammar.tok.ids.mask
         taken_back = 0
-        for j in range(int(hits[0]) + 1, canvas.shape[0]):
+        for j in range(first, canvas.shape[0]):
             if canvas[j] != mask_id:
-                canvas[j] = mask_id  # decided without the layout: decide again under it
+                canvas[j] = mask_id
                 taken_back += 1
         self._place(canvas, block_start)
         return taken_back
+
+    def _readback_layout(self, template: SayTemplate) -> list[Cell] | None:
+        """The cells after a read-back's opening words: its text as fixed tokens, each
+        spoken argument as a choice among the values the call's slot could take, said as
+        the template says them. None when an argument has nothing to copy (no name said)."""
+        tok, gap = self.grammar.tok, self.grammar.gap
+        slots = {slot.key: slot for slot in self.grammar.slots[template.tool]}
+        cells: list[Cell] = []
+        for segment in template.segments()[1:]:
+            if isinstance(segment, str):
+                cells += [Fixed(t) for t in tok.encode(segment)]
+                continue
+            slot = slots[segment.key]
+            base = slot if slot.kind is SlotKind.ENUM else self.said.get(slot)
+            if base is None:
+                return None
+            values = list(base.candidate_values)
+            said = _enum_slot(segment.key, [segment.render(v) for v in values], tok, gap)
+            cells += _slot_cells(replace(base, width=said.width, candidates=said.candidates))
+        return cells
 
     def _mentioned(self, slot: Slot) -> set[str]:
         """A grounded enum's values said (as whole words, in any case, with a hyphen, a

@@ -33,6 +33,7 @@ from engine.checkpoint import Checkpoint, load
 from engine.constraints import CallGrammar
 from engine.generate import Request, generate
 from engine.schedule import Schedule
+from tools.bike_shop.readbacks import READBACKS
 from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.brain.dialogues import Example as Step
 from voice_agent.brain.dialogues import generate as dialogues
@@ -63,7 +64,7 @@ def run_engine(
 ) -> dict[str, Any]:
     """Decode and score `steps`. An answer whose least confident committed token is under
     `unsure_below` counts as one where the agent would ask the caller to repeat."""
-    tok, grammar = ck.tokenizer, CallGrammar(ck.tokenizer, ARGUMENT_MODELS)
+    tok, grammar = ck.tokenizer, CallGrammar(ck.tokenizer, ARGUMENT_MODELS, READBACKS)
     scorer = Scorer(ARGUMENT_MODELS)
     latencies, forwards, decided = [], 0, 0
     unsure = unsure_wrong = confident_wrong = 0

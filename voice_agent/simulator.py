@@ -198,6 +198,8 @@ class _Simulation:
         except ConnectionClosed:
             pass
         finally:
+            # Also when the server ended the call (its end-call tool) mid-stream.
+            self.summary.duration_ms = len(self.played) * FRAME_MS
             receiver.cancel()
             await asyncio.gather(receiver, return_exceptions=True)
 
@@ -269,7 +271,6 @@ class _Simulation:
                 and idle_frames >= idle_frames_needed
             ):
                 break
-        self.summary.duration_ms = len(self.played) * FRAME_MS
         if not self._closed.is_set():
             await self._send(
                 {"event": "stop", "streamSid": sid, "stop": {"callSid": self.summary.call_sid}}

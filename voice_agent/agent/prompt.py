@@ -7,6 +7,7 @@ import functools
 from engine.constraints import CallGrammar
 from engine.schedule import Effort
 from engine.tokenizer import TextTokenizer
+from tools.bike_shop.readbacks import READBACKS
 from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.brain.format import CallerTurn, PromptTooLongError, Turn, render_prompt
 
@@ -16,8 +17,9 @@ CUT_SHARE = 4
 
 @functools.cache
 def shop_grammar(tok: TextTokenizer) -> CallGrammar:
-    """The bike shop's call grammar for `tok`, built once per process and tokenizer."""
-    return CallGrammar(tok, ARGUMENT_MODELS)
+    """The bike shop's call grammar and read-backs for `tok`, built once per process and
+    tokenizer."""
+    return CallGrammar(tok, ARGUMENT_MODELS, READBACKS)
 
 
 def fit_prompt(

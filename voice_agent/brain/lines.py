@@ -3,8 +3,8 @@ except for values the caller said or a tool returned (prompts/system.md)."""
 
 from __future__ import annotations
 
-from tools.bike_shop.speakable import say_count, say_digits, say_time
-from tools.bike_shop.timewords import parse_slot
+from tools.bike_shop.readbacks import CONFIRM_BOOKING, CONFIRM_CANCEL
+from tools.bike_shop.speakable import say_count, say_digits
 
 ASK_SERVICE = "Sure, what does the bike need?"
 ASK_DAY = "Sure, what day suits you?"
@@ -18,23 +18,14 @@ OTHER_TIME = "What other time would suit you?"
 HI_BACK = "Hi! How can I help?"
 WELL = "I'm well, thanks! How can I help?"
 WELCOME = "You're welcome."
-RELATIVE_DAYS = ("today", "tomorrow")
-
-
-def on_day(day: str) -> str:
-    """A `schemas.Day` value as the agent says it: "tomorrow", "on friday", "next friday"."""
-    return day if day in RELATIVE_DAYS or day.startswith("next ") else f"on {day}"
 
 
 def confirm_booking(service: str, day: str, time: str, name: str) -> str:
-    return (
-        f"So a {service} {on_day(day)} at {say_time(parse_slot(time))} for {name}. "
-        "Shall I book that?"
-    )
+    return CONFIRM_BOOKING.render({"service": service, "day": day, "time": time, "name": name})
 
 
 def confirm_cancel(day: str, name: str) -> str:
-    return f"Cancel your booking {on_day(day)} for {name}, is that right?"
+    return CONFIRM_CANCEL.render({"day": day, "name": name})
 
 
 def confirm_reserve(quantity: int, product: str, name: str) -> str:

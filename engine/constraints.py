@@ -81,7 +81,7 @@ LAST_RESULT = re.compile(
 )
 """The prompt ends with a tool result: its speakable words (a refusal's message without
 `error <kind>:`, no bracketed ids), which the reply may relay word for word."""
-ECHO_LEAD_TOKENS = 2
+ECHO_LEAD_TOKENS = 1
 """Tokens of a tool result the model must begin its `<say>` with before the rest of the
 result is laid out after them."""
 
@@ -490,6 +490,8 @@ class CallPlan:
         if sources is not None:
             lines = sources.caller_lines
             numbers_text = " . ".join((self.prompt_text, *sources.tool_results, *lines))
+        self.name_said = name_phrases(lines, grammar.closed_words) is not None
+        """Some caller phrase looks like a name (else a name slot falls back to any)."""
         for slots in grammar.slots.values():
             for slot in slots:
                 if slot.grounded and slot.kind is not SlotKind.ENUM:
@@ -627,7 +629,8 @@ class CallPlan:
     def _readback_layout(self, template: SayTemplate) -> list[Cell] | None:
         """The cells after a read-back's opening words: its text as fixed tokens, each
         spoken argument as a choice among the values the call's slot could take, said as
-        the template says them. None when an argument has nothing to copy (no name said)."""
+        the template says them. None when an argument has nothing to copy (nothing said
+        looks like a name)."""
         tok, gap = self.grammar.tok, self.grammar.gap
         slots = {slot.key: slot for slot in self.grammar.slots[template.tool]}
         cells: list[Cell] = []
@@ -637,8 +640,8 @@ class CallPlan:
                 continue
             slot = slots[segment.key]
             base = slot if slot.kind is SlotKind.ENUM else self.said.get(slot)
-            if base is None:
-                return None
+            if base is None or (slot.person_name and not self.name_said):
+                return None  # never read back "for please"
             values = list(base.candidate_values)
             said = _enum_slot(segment.key, [segment.render(v) for v in values], tok, gap)
             cells += _slot_cells(replace(base, width=said.width, candidates=said.candidates))

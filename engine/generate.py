@@ -169,11 +169,14 @@ def decode_step(
         s.steps_in_block += 1
         s.decided += int(chosen[b].sum())
         s.chosen = chosen[b] if s.chosen is None else s.chosen | chosen[b]
-        if chosen[b].any():
-            s.min_confidence = min(s.min_confidence, float(conf[b][chosen[b]].min()))
+        kept = chosen[b]
         if s.plan is not None:
+            committed = s.canvas.clone()
             s.decided -= s.plan.after_commit(s.canvas, len(s.answer))
             s.chosen &= s.canvas != ids.mask  # taken back: no longer decided
+            kept = kept & (s.canvas == committed)  # a layout replaced the rest
+        if kept.any():
+            s.min_confidence = min(s.min_confidence, float(conf[b][kept].min()))
         block = _finished_block(s, ids)
         if block is not None:
             done.append(BlockDone(s, tuple(block)))

@@ -4,12 +4,10 @@ misheard too often for a name: "Anna" came back as "Nana") and espeak-ng for the
 a real SQLite shop in tmp_path.
 
 The caller asks for a tune-up tomorrow at ten, gives a name, says yes to the read-back
-and hangs up. Checked: the booking tool ran once with the right arguments, the booking is
-in SQLite exactly once, and the caller heard a reply after every line.
-
-Expected to fail with today's brain (a strict xfail): it is the done-when of the pipeline
-issue that waits on the brain. Run alone to see what the brain did: the assertion messages
-carry the conversation.
+and hangs up. Checked: the read-back says what the caller asked for, the booking tool ran
+once with the right arguments, the booking is in SQLite exactly once, the agent relayed
+the booking (not "say that again"), and the caller heard a reply after every line. The
+assertion messages carry the conversation.
 """
 
 from __future__ import annotations
@@ -33,12 +31,6 @@ from voice_agent.speech import PiperSynthesizer
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.timeout(180),
-    # Strict: the day the brain books this call, the run fails until the mark is removed.
-    pytest.mark.xfail(
-        strict=True,
-        reason="the shipped brain does not book from speech yet (issue 6): it gets the day, "
-        "time and service but not the caller's name, or asks again",
-    ),
 ]
 
 LINES = (
@@ -69,6 +61,7 @@ async def test_a_caller_books_a_tune_up_and_the_booking_is_in_sqlite(tmp_path: P
     turns = sessions[0].turns
     said = "\n".join(f"caller: {t.caller_text}\nagent: {t.agent_text} "
                      f"{[(c.tool, dict(c.arguments)) for c in t.tool_calls]}" for t in turns)  # fmt: skip
+    assert turns[0].agent_text.startswith("So a tune-up tomorrow at ten o'clock for Anna"), said
     bookings = [c for t in turns for c in t.tool_calls if c.tool == "book_service"]
     assert len(bookings) == 1, said
     [booking] = bookings
@@ -78,6 +71,7 @@ async def test_a_caller_books_a_tune_up_and_the_booking_is_in_sqlite(tmp_path: P
     new = [r for r in rows(tmp_path / "shop.sqlite") if r not in seeded]
     tomorrow = resolve_day("tomorrow", WEDNESDAY_9AM.date()).isoformat()
     assert new == [("anna", tomorrow, "10:00", "tune-up")]
+    assert turns[1].agent_text.startswith("You're booked in"), said
     # A reply after every caller line, the booking's confirmation included.
     assert summary.turns == len(LINES)
     ends = [*summary.turn_end_ms, summary.duration_ms]

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from engine.generate import CommittedBlock, FinishReason, Generation, Request
+from engine.schedule import Effort
 from engine.tokenizer import TextTokenizer
 from tools.bike_shop.db import ShopContext, ShopDb
 from tools.bike_shop.pack import call_tool
@@ -444,9 +445,31 @@ def test_a_caller_turn_too_long_for_the_window_keeps_its_end(
 
 def test_deadline_is_handed_to_every_engine_request(tok: TextTokenizer, shop: ShopContext) -> None:
     engine = ScriptedEngine(tok, call(tok, "opening_hours", day="today"), say(tok, "Till six."))
-    agent = Agent(engine, tok, shop)
+    agent = Agent(engine, tok, shop, clock=FakeClock(100.0))
     run(agent.respond("open today?", deadline_s=123.0))
     assert [r.deadline_s for r in engine.requests] == [123.0, 123.0]
+
+
+def test_the_answer_after_a_tool_gets_a_floor_of_engine_time_past_the_deadline(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    """With no time left, relaying a booking just made still gets `relay_floor_s` at
+    instant effort, recorded, rather than every token forced in one step."""
+    clock = FakeClock(100.0)
+    engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING), say(tok, "You're booked."))
+    agent = Agent(engine, tok, shop, clock=clock, config=AgentConfig(relay_floor_s=0.25))
+    reply = run(agent.respond("book me in", deadline_s=99.0))
+    first, relay = engine.requests
+    assert first.deadline_s == 99.0  # no tool has run yet: no floor
+    assert relay.deadline_s == pytest.approx(100.25)
+    assert relay.schedule.effort is Effort.INSTANT
+    assert relay.schedule.max_steps_per_block == AgentConfig().max_steps_per_block
+    assert [d.kind for d in reply.degrades] == [DegradeKind.RELAY_FLOOR]
+    assert reply.text == "You're booked."
+    # In time, nothing changes.
+    engine = ScriptedEngine(tok, call(tok, "opening_hours", day="today"), say(tok, "Till six."))
+    reply = run(Agent(engine, tok, shop, clock=clock).respond("open?", deadline_s=101.0))
+    assert [r.deadline_s for r in engine.requests] == [101.0, 101.0] and not reply.degrades
 
 
 def test_speech_streamed_before_the_answer_breaks_stands_as_the_reply(

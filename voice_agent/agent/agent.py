@@ -111,6 +111,11 @@ class AgentConfig:
     """How long past its deadline an engine request may go before the turn gives up on
     it (`EngineStalled`). The engine commits what is left at its deadline, so only a
     wedged or hopelessly overloaded engine gets here."""
+    relay_floor_s: float = 0.12
+    """Engine time an answer after a tool's result always gets, at `instant` effort, even
+    past the engine's deadline (recorded as `RELAY_FLOOR`): with none left, every token is
+    forced in one step, the answer comes out unsure, and a booking just made would be
+    answered with "say that again" (seen in tests/e2e/test_booking_call.py)."""
 
 
 class EngineStalled(TimeoutError):
@@ -371,6 +376,12 @@ class Agent:
             effort = Effort(plan.effort.value)
             steps = min(steps, plan.max_steps_per_block or steps)
             deadline_s = plan.deadline_s if deadline_s is None else min(deadline_s, plan.deadline_s)
+        if turn.last_run is not None and deadline_s is not None:
+            floor_s = self._clock.now() + cfg.relay_floor_s
+            if deadline_s < floor_s:
+                past_ms = (floor_s - deadline_s) * 1000
+                turn.degrade(DegradeKind.RELAY_FLOOR, f"{past_ms:.0f} ms past the engine deadline")
+                effort, steps, deadline_s = Effort.INSTANT, cfg.max_steps_per_block, floor_s
         text, kept_words = fit_prompt(self.turns, effort, self._tok, cfg.max_prompt_tokens)
         if kept_words is not None:
             turn.degrade(DegradeKind.CALLER_TEXT_CUT, f"kept its last {kept_words} words")

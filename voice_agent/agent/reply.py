@@ -99,6 +99,9 @@ class DegradeKind(Enum):
     DUPLICATE_CALL = "duplicate_call"
     CALLER_TEXT_CUT = "caller_text_cut"
     """The caller's turn alone overflowed the prompt; only its end was kept."""
+    RELAY_FLOOR = "relay_floor"
+    """The answer after a tool's result got `AgentConfig.relay_floor_s` past the engine's
+    deadline, at instant effort."""
     STREAM_MISMATCH = "stream_mismatch"
     """Speech had been streamed before the answer turned out unusable; the streamed part
     stands as the reply (it may already be playing)."""

@@ -1,0 +1,121 @@
+"""Read-backs and relayed tool results laid out by the engine (engine/readback.py and
+`CallPlan.after_commit`).
+
+The models here have random weights, pushed only to open their answer with a scripted
+few tokens; every word after that opening comes from the layout, so a test that passes
+shows the layout, not a trained model, chose it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from torch import Tensor
+
+from engine.constraints import CallGrammar
+from engine.generate import Request, generate
+from engine.model import DiffusionLM
+from engine.readback import SayTemplate, Spoken
+from engine.schedule import Schedule
+from engine.tokenizer import Special, TextTokenizer
+from tests.unit.test_engine_constraints import random_model
+from tools.bike_shop import schemas
+from tools.bike_shop.readbacks import CONFIRM_BOOKING, READBACKS
+from voice_agent.brain import lines
+from voice_agent.brain.format import parse_answer
+
+TOKENIZER = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm/tokenizer.json"
+C, A = Special.CALLER, Special.AGENT
+
+
+class Opening(torch.nn.Module):
+    """Random weights that strongly prefer `script` at the answer's first positions."""
+
+    def __init__(self, inner: DiffusionLM, prompt_len: int, script: list[int]) -> None:
+        super().__init__()
+        self.inner, self.config = inner, inner.config
+        self.prompt_len, self.script = prompt_len, script
+
+    def forward(self, tokens: Tensor, positions: Tensor, *rest: object) -> Tensor:
+        logits: Tensor = self.inner(tokens, positions, *rest)
+        for i, token in enumerate(self.script):
+            logits[positions == self.prompt_len + i, token] += 40.0
+        return logits
+
+
+@pytest.fixture(scope="module")
+def tok() -> TextTokenizer:
+    return TextTokenizer.load(TOKENIZER)
+
+
+def answer(tok: TextTokenizer, prompt: str, opening: str, seed: int, block: int = 8) -> str:
+    grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS, READBACKS)
+    ids = tuple(tok.encode(f"{Special.BOS}{prompt}{A}"))
+    model = Opening(random_model(tok, seed, block_size=block), len(ids), tok.encode(opening))
+    request = Request(ids, Schedule(threshold=0.5, max_new_tokens=96), grammar=grammar)
+    g = generate(model, tok.ids, request, time.monotonic)  # type: ignore[arg-type]
+    return tok.decode(g.token_ids)
+
+
+@pytest.mark.parametrize("block", [8, 16])
+def test_a_booking_read_back_speaks_only_what_the_caller_said(
+    tok: TextTokenizer, block: int
+) -> None:
+    prompt = f"{C} a tune up next friday at half past two please, my name is ngozi adeyemi"
+    want = lines.confirm_booking("tune-up", "next friday", "14:30", "ngozi adeyemi")
+    for seed in range(3):
+        said = parse_answer(answer(tok, prompt, f"{Special.SAY} So a", seed, block)).action
+        assert getattr(said, "text", None) == want
+
+
+def test_a_cancellation_read_back_takes_the_latest_day(tok: TextTokenizer) -> None:
+    prompt = (
+        f"{C} cancel my booking on monday, it's for ngozi{A}{Special.SAY} Sure.{C} sorry, tuesday"
+    )
+    for seed in range(3):
+        said = parse_answer(answer(tok, prompt, f"{Special.SAY} Cancel your booking", seed)).action
+        assert getattr(said, "text", None) == lines.confirm_cancel("tuesday", "ngozi")
+
+
+def test_without_a_name_said_the_read_back_is_the_models(tok: TextTokenizer) -> None:
+    """Nothing to copy a name from: no layout, so the random model's own words follow."""
+    prompt = f"{C} a tune up tomorrow at ten please"
+    text = answer(tok, prompt, f"{Special.SAY} So a", seed=0)
+    assert "Shall I book that?" not in text
+
+
+def test_a_tool_result_is_relayed_word_for_word_once_begun(tok: TextTokenizer) -> None:
+    result = "You're booked in for a tune-up tomorrow at ten o'clock; your reference is one zero zero four."
+    prompt = (f"{C} yes please{A}{Special.CALL}{{}}{Special.TOOL_RESULT} {result} "
+              "[101 road tyre]")  # fmt: skip
+    for seed in range(3):
+        said = parse_answer(answer(tok, prompt, f"{Special.SAY} You're", seed)).action
+        assert getattr(said, "text", "").startswith(result)
+    refusal = (
+        f"{C} yes{A}{Special.CALL}{{}}{Special.TOOL_RESULT} error slot_taken: Sorry, ten is taken."
+    )
+    said = parse_answer(answer(tok, refusal, f"{Special.SAY} Sorry,", seed=0)).action
+    assert getattr(said, "text", "").startswith("Sorry, ten is taken.")
+
+
+def test_the_templates_write_the_training_read_backs() -> None:
+    assert lines.confirm_booking("brake check", "friday", "09:00", "Anna") == (
+        "So a brake check on friday at nine o'clock for Anna. Shall I book that?"
+    )
+    assert (
+        CONFIRM_BOOKING.render(
+            {"service": "tune-up", "day": "tomorrow", "time": "12:00", "name": "bo"}
+        )
+        == "So a tune-up tomorrow at noon for bo. Shall I book that?"
+    )
+
+
+def test_a_template_must_open_with_words_and_speak_real_arguments(tok: TextTokenizer) -> None:
+    with pytest.raises(ValueError, match="open with fixed words"):
+        SayTemplate("book_service", (Spoken("name"), " booked"))
+    with pytest.raises(ValueError, match="colour"):
+        CallGrammar(
+            tok, schemas.ARGUMENT_MODELS, [SayTemplate("book_service", ("A ", Spoken("colour")))]
+        )

@@ -7,18 +7,15 @@ from __future__ import annotations
 import gzip
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from engine import names
 from engine.constraints import NUMBER_WORDS, CallGrammar, CallPlan, CallSources
-from engine.generate import Request, generate
 from engine.names import name_phrases
-from engine.schedule import Schedule
 from engine.tokenizer import Special, TextTokenizer
-from tests.unit.test_engine_constraints import CallBiased, random_model
+from tests.unit.test_grounding import calls
 from tools.bike_shop import schemas
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,15 +76,8 @@ def tok() -> TextTokenizer:
 def test_the_name_slot_copies_the_name_whatever_the_weights(tok: TextTokenizer) -> None:
     """Random weights pulled towards `<call>`: the name can only come from grounding."""
     prompt = (f"{Special.CALLER} hi, a tune-up tomorrow at 10 please, my name is "
-              f"ngozi adeyemi, and thanks a lot{Special.AGENT}")  # fmt: skip
-    grammar = CallGrammar(tok, {"book_service": schemas.BookService})
-    for seed in range(4):
-        request = Request(tuple(tok.encode(f"{Special.BOS}{prompt}")),
-                          Schedule(threshold=0.5, max_new_tokens=96), grammar=grammar)  # fmt: skip
-        model = CallBiased(random_model(tok, seed, block_size=16), tok.ids.call)
-        ids = list(generate(model, tok.ids, request, time.monotonic).token_ids)  # type: ignore[arg-type]
-        call = grammar.parse(ids[ids.index(tok.ids.call) + 1 :])
-        assert call.arguments.model_dump()["name"] == "ngozi adeyemi"
+              "ngozi adeyemi, and thanks a lot")  # fmt: skip
+    assert {a["name"] for a in calls(tok, "book_service", prompt, seeds=4)} == {"ngozi adeyemi"}
 
 
 def test_a_name_said_before_the_prompt_window_is_still_found(tok: TextTokenizer) -> None:

@@ -3,17 +3,14 @@ uses them, decoded with random weights so the choice can only come from groundin
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from engine.constraints import CallGrammar, CallPlan, CallSources
-from engine.generate import Request, generate
 from engine.said import counts_said, labelled_said, labels
-from engine.schedule import Schedule
 from engine.tokenizer import Special, TextTokenizer
-from tests.unit.test_engine_constraints import CallBiased, random_model
+from tests.unit.test_grounding import calls
 from tools.bike_shop import schemas
 
 TOKENIZER = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm/tokenizer.json"
@@ -68,13 +65,7 @@ def test_a_reserve_copies_the_named_product_and_the_count_whatever_the_weights(
         f"{Special.CALLER} go on, a couple of the winter tyre{Special.AGENT}"
         f"{Special.SAY} And what name is it under?{Special.CALLER} name is ngozi"
     )
-    grammar = CallGrammar(tok, {"reserve_product": schemas.ReserveProduct})
-    for seed in range(4):
-        request = Request(tuple(tok.encode(f"{Special.BOS}{history}{Special.AGENT}")),
-                          Schedule(threshold=0.5, max_new_tokens=96), grammar=grammar)  # fmt: skip
-        model = CallBiased(random_model(tok, seed, block_size=16), tok.ids.call)
-        ids = list(generate(model, tok.ids, request, time.monotonic).token_ids)  # type: ignore[arg-type]
-        args = grammar.parse(ids[ids.index(tok.ids.call) + 1 :]).arguments.model_dump()
+    for args in calls(tok, "reserve_product", history, seeds=4):
         assert args == {"product_id": "107", "quantity": 2, "name": "ngozi"}
 
 

@@ -81,9 +81,6 @@ LAST_RESULT = re.compile(
 )
 """The prompt ends with a tool result: its speakable words (a refusal's message without
 `error <kind>:`, no bracketed ids), which the reply may relay word for word."""
-ECHO_LEAD_TOKENS = 1
-"""Tokens of a tool result the model must begin its `<say>` with before the rest of the
-result is laid out after them."""
 
 
 class SlotKind(Enum):
@@ -177,6 +174,7 @@ class CallGrammar:
         self.text_allowed = _text_tokens(tok, [tok.decode([i]) for i in range(tok.vocab_size)])
         self.digit_allowed = _digit_tokens(tok)
         self.closing = [tok.ids.eos, tok.ids.call, tok.ids.say]
+        """Tokens that would end or replace a call: banned before a laid-out call."""
         self.readbacks = [(t, lead_ids(tok, t)) for t in readbacks]
         for template in readbacks:
             keys = {slot.key for slot in self.slots.get(template.tool, [])}
@@ -186,7 +184,6 @@ class CallGrammar:
                     f"read-back of {template.tool!r} speaks {sorted(spoken - keys)}, "
                     "which are not required arguments of a tool of this grammar"
                 )
-        """Tokens that would end or replace a call: banned before a laid-out call."""
         self.closed_words = NUMBER_WORDS | {
             word
             for slots in self.slots.values()
@@ -272,14 +269,13 @@ class CallGrammar:
         allowed = torch.tensor([v in among for v in slot.candidate_values])
         return int(scores.masked_fill(~allowed, float("-inf")).argmax())
 
-    def said(self, slot: Slot, prompt_text: str, caller_lines: tuple[str, ...] = ()) -> Slot | None:
+    def said(self, slot: Slot, prompt_text: str, names: list[str] | None = None) -> Slot | None:
         """A grounded digit or text slot as a choice among what the prompt says: the
         numbers in it (digits read out one by one count as one number) or its phrases of
         up to `MAX_PHRASE_WORDS` words; only those that fit the slot. A `person_name`
-        slot chooses among the phrases of `caller_lines` that look like a name when any
-        fit. None when none fit."""
-        names = name_phrases(caller_lines, self.closed_words) if slot.person_name else None
-        fitting = [n for n in names or () if self._fits(slot, n)]
+        slot chooses among `names` (the caller's phrases that look like a name,
+        engine/names.py) when any fit. None when none fit."""
+        fitting = [n for n in names or () if self._fits(slot, n)] if slot.person_name else []
         if fitting:
             return self.choices(slot, fitting)
         if slot.kind is SlotKind.DIGITS:
@@ -417,6 +413,15 @@ def _digit_tokens(tok: TextTokenizer) -> Tensor:
     return allowed
 
 
+def _first_word_tokens(tok: TextTokenizer, ids: tuple[int, ...]) -> int:
+    """How many of `ids` spell their first word (" You", "'re" for " You're"; " B", "o",
+    "oked" for " Booked"): the opening a relay must match, never a bare fragment."""
+    n = 1 if ids else 0
+    while n < len(ids) and re.match(r"[^\W\d_]|['’]", tok.decode([ids[n]])):
+        n += 1
+    return n
+
+
 def _has(tok: TextTokenizer, token: str) -> bool:
     return tok.tokenizer.token_to_id(token) is not None
 
@@ -450,9 +455,10 @@ class CallPlan:
 
     `cells` maps answer positions to their cell. Each step the decoding loop calls
     `before_commit` (restrict the block's logits, settle enum choices), then commits, then
-    `after_commit` (notice a committed `<call>` and lay out what follows); `fill_block`
-    places fixed tokens into a new block. `open` says a call is laid out but not yet
-    complete, so the loop must not stop at a length or deadline boundary inside it.
+    `after_commit` (notice a committed `<call>`, a read-back's opening words or the start
+    of a relayed tool result, and lay out what follows); `fill_block` places fixed tokens
+    into a new block. `open` says a layout is placed but not yet complete, so the loop
+    must not stop at a length or deadline boundary inside it.
     """
 
     def __init__(
@@ -478,10 +484,14 @@ class CallPlan:
         the latest of them to name any says."""
         result = LAST_RESULT.search(prompt)
         self.echo = tuple(grammar.tok.encode(" " + result[1])) if result and result[1] else ()
+        self.echo_lead = _first_word_tokens(grammar.tok, self.echo)
         """The tool result the prompt ends with, as it would follow `<say>`: once the
         model's speech begins with its first words, the rest is relayed word for word (a
         small model garbles "your reference is one zero zero four")."""
         self.echo_end: int | None = None
+        self.echo_at: int | None = None
+        self.layouts: dict[str, list[Cell] | None] = {}
+        """Read-back layouts by tool, built once when first opened."""
         self.committed: dict[int, int] = {}
         """Answer position → token committed there, for openings that span blocks."""
         self.said: dict[Slot, Slot] = {}
@@ -490,13 +500,20 @@ class CallPlan:
         if sources is not None:
             lines = sources.caller_lines
             numbers_text = " . ".join((self.prompt_text, *sources.tool_results, *lines))
-        self.name_said = name_phrases(lines, grammar.closed_words) is not None
-        """Some caller phrase looks like a name (else a name slot falls back to any)."""
+        names = name_phrases(lines, grammar.closed_words)
+        self.named: set[Slot] = set()
+        """Name slots whose choices are phrases that look like a name (not any phrase)."""
         for slots in grammar.slots.values():
             for slot in slots:
                 if slot.grounded and slot.kind is not SlotKind.ENUM:
                     text = numbers_text if slot.kind is SlotKind.DIGITS else self.prompt_text
-                    choice = grammar.said(slot, text, lines)
+                    choice = grammar.said(slot, text, names)
+                    if (
+                        slot.person_name
+                        and choice
+                        and set(choice.candidate_values) <= set(names or ())
+                    ):
+                        self.named.add(slot)
                     if choice is not None:
                         self.said[slot] = self._narrowed(slot, choice, numbers_text, lines)
                 elif slot.counted:
@@ -519,6 +536,14 @@ class CallPlan:
         named = labelled_said(lines, labels([text])) or []
         kept = [v for v in choice.candidate_values if v in named]
         return self.grammar.choices(slot, kept) if kept else choice
+
+    @property
+    def opened_at(self) -> int | None:
+        """Answer position where the laid-out call, read-back or relay begins, if any."""
+        for at in (self.call_at, self.say_at, self.echo_at):
+            if at is not None:
+                return at
+        return None
 
     def open(self, answer_len: int) -> bool:
         """True while a call's or read-back's layout continues past `answer_len` tokens."""
@@ -551,8 +576,8 @@ class CallPlan:
             cell = self.cells.get(pos)
             if canvas[j] != mask_id:
                 continue
-            if cell is None and self.call_at is not None and pos < self.call_at:
-                banned[j, self.grammar.closing] = True  # the call stays the answer's action
+            if cell is None and self.opened_at is not None and pos < self.opened_at:
+                banned[j, self.grammar.closing] = True  # the laid-out action stays the answer's
             elif cell is None and (not self.feasible or pos > self.last_call_start):
                 banned[j, self.grammar.tok.ids.call] = True  # no call could be made or end
             elif isinstance(cell, SlotCell) and cell.slot.kind is SlotKind.ENUM:
@@ -587,25 +612,31 @@ class CallPlan:
             self.call_at = block_start + int(hits[0]) + 1
             self._extend(self.call_at, self.grammar.name_layout())
             return self._take_back(canvas, block_start, int(hits[0]) + 1)
+        if not self.grammar.readbacks and not self.echo:
+            return 0
         mask_id, say = self.grammar.tok.ids.mask, self.grammar.tok.ids.say
-        for j in (canvas != mask_id).nonzero().flatten().tolist():
-            self.committed[block_start + j] = int(canvas[j])
+        for j, token in enumerate(canvas.tolist()):
+            if token != mask_id:
+                self.committed[block_start + j] = token
         for pos in sorted(p for p, token in self.committed.items() if token == say):
             for template, lead in self.grammar.readbacks:
                 start = pos + 1 + len(lead)
                 if start < block_start or self._run(pos + 1, len(lead)) != lead:
                     continue
-                layout = self._readback_layout(template)
+                if template.tool not in self.layouts:
+                    self.layouts[template.tool] = self._readback_layout(template)
+                layout = self.layouts[template.tool]
                 if layout is None or start + len(layout) >= self.limit:
                     continue
                 self._extend(start, [*layout, Fixed(self.grammar.tok.ids.eos)])
                 self.say_at, self.end = start, start + len(layout)
                 return self._take_back(canvas, block_start, start - block_start)
-            lead, rest = self.echo[:ECHO_LEAD_TOKENS], self.echo[ECHO_LEAD_TOKENS:]
+            lead, rest = self.echo[: self.echo_lead], self.echo[self.echo_lead :]
             start = pos + 1 + len(lead)
             if (rest and block_start <= start and start + len(rest) < self.limit
                     and self._run(pos + 1, len(lead)) == lead):  # fmt: skip
                 self._extend(start, [Fixed(t) for t in rest])
+                self.echo_at = pos + 1
                 self.echo_end = start + len(rest) - 1  # what follows is the model's again
                 return self._take_back(canvas, block_start, start - block_start)
         return 0
@@ -640,7 +671,7 @@ class CallPlan:
                 continue
             slot = slots[segment.key]
             base = slot if slot.kind is SlotKind.ENUM else self.said.get(slot)
-            if base is None or (slot.person_name and not self.name_said):
+            if base is None or (slot.person_name and slot not in self.named):
                 return None  # never read back "for please"
             values = list(base.candidate_values)
             said = _enum_slot(segment.key, [segment.render(v) for v in values], tok, gap)

@@ -5,11 +5,12 @@ below "the" or "a" (measured: the gold name was in the model's top three for 1 o
 held-out calls). So a `person_name` text slot does not let the model pick among every
 phrase of the prompt; it offers the phrases that look like a name, best evidence first:
 
-1. a run of name words right after a cue ("my name is", "it's", "this is", "under", ...),
-   before "here"/"speaking", or standing alone ("Rahul Costa." or "rahul costa, thanks");
-2. else any run of name words;
-3. else (a name that is also a common word: "tom brown", "grace park") the one or two
-   words after a strong cue ("my name is", "under", "call me").
+1. a run of name words right after a cue ("my name is", "it's", "this is", "under", ...)
+   or before "here"/"speaking";
+2. else a run standing alone in its phrase ("Rahul Costa." or "rahul costa, thanks");
+3. else any run of name words;
+4. else (a name that is also a common word: "tom brown", "grace park") the one or two
+   words after a strong cue ("my name is", "under", "call me"), never a function word.
 
 Within a tier, the latest line that has any gives the choices (a correction wins). A name
 word is one that no English dictionary lists in lower case ("rahul", "dubois"; the list
@@ -34,9 +35,16 @@ NOT_NAMES = frozenset((
     "yeah", "yep", "yup", "nope", "ok", "okay", "hey", "hi", "am", "pm",
 ))  # fmt: skip
 """Sounds, greetings and time marks a dictionary may not list in lower case."""
-CUE_NOISE = NOT_NAMES | {"so", "like", "well", "actually", "just", "yes", "please", "i", "mean"}
-"""Words a caller drops between a cue and the name ("name, um, so, is Sofia", "it'll, I
-mean, be Sofia")."""
+CUE_NOISE = (NOT_NAMES - {"am", "pm"}) | {"so", "like", "well", "actually", "just", "yes",
+                                          "please"}  # fmt: skip
+"""Words a caller drops between a cue and the name ("name, um, so, is Sofia")."""
+CUE_NOISE_PHRASE = re.compile(r"\bi mean\b|\byou know\b", re.IGNORECASE)
+"""Phrases dropped the same way ("it'll, I mean, be Sofia")."""
+FUNCTION_WORDS = frozenset((
+    "my", "your", "his", "her", "our", "their", "the", "a", "an", "this", "that", "it", "me",
+    "him", "them", "us", "you", "for", "to", "of", "in", "on", "at", "and", "or", "is", "be",
+))  # fmt: skip
+"""Never a name, even after a strong cue ("put it under my name")."""
 CONTRACTION = re.compile(r"['’](?:s|ll|re|ve|d|m|t)$")
 NAME_WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
 SENTENCE_BREAK = re.compile(r"[.!?]")
@@ -71,9 +79,9 @@ def name_phrases(lines: Iterable[str], closed: frozenset[str] | set[str]) -> lis
     lower-case words that are never part of a name (numbers, days, services)."""
     latest_first = list(lines)[::-1]
     runs = [_runs(line, closed) for line in latest_first]
-    for want_cued in (True, False):
+    for least in (CUED, ALONE, 0):
         for line_runs in runs:
-            found = _unique(text for text, cued in line_runs if cued or not want_cued)
+            found = _unique(text for text, evidence in line_runs if evidence >= least)
             if found:
                 return found
     for line in latest_first:
@@ -83,9 +91,13 @@ def name_phrases(lines: Iterable[str], closed: frozenset[str] | set[str]) -> lis
     return None
 
 
-def _runs(line: str, closed: frozenset[str] | set[str]) -> list[tuple[str, bool]]:
-    """Runs of name words in `line` (at most `MAX_NAME_WORDS`), each with whether a cue
-    marks it as a name."""
+CUED, ALONE = 2, 1
+"""How strongly a run's context marks it as a name (0: not at all)."""
+
+
+def _runs(line: str, closed: frozenset[str] | set[str]) -> list[tuple[str, int]]:
+    """Runs of name words in `line` (at most `MAX_NAME_WORDS`), each with how strongly
+    its context marks it as a name: `CUED`, `ALONE` in its phrase, or 0."""
     out = []
     for part in _parts(line):
         words = list(NAME_WORD.finditer(line, *part))
@@ -96,12 +108,12 @@ def _runs(line: str, closed: frozenset[str] | set[str]) -> list[tuple[str, bool]
                 continue
             if run and len(run) <= MAX_NAME_WORDS:
                 start, end = run[0].start(), run[-1].end()
-                alone = len(run) == len(words)
-                before = " ".join(w for w in NAME_WORD.findall(line, 0, start)
-                                  if w.lower() not in CUE_NOISE)  # fmt: skip
-                cued = (alone or CUE_BEFORE.search(before) is not None
-                        or CUE_AFTER.match(line[end:part[1]]) is not None)  # fmt: skip
-                out.append((line[start:end], cued))
+                said = NAME_WORD.findall(CUE_NOISE_PHRASE.sub(" ", line[:start]))
+                before = " ".join(w for w in said if w.lower() not in CUE_NOISE)
+                if CUE_BEFORE.search(before) or CUE_AFTER.match(line[end : part[1]]):
+                    out.append((line[start:end], CUED))
+                else:
+                    out.append((line[start:end], ALONE if len(run) == len(words) else 0))
             run = []
     return out
 
@@ -129,7 +141,8 @@ def _after_strong_cue(line: str, closed: frozenset[str] | set[str]) -> list[str]
         words = NAME_WORD.findall(line, cue.end(), end.start() if end else len(line))
         for n in (1, 2):
             chosen = words[:n]
-            if len(chosen) == n and not any(w.lower() in closed | NOT_NAMES for w in chosen):
+            stop = closed | NOT_NAMES | FUNCTION_WORDS
+            if len(chosen) == n and not any(w.lower() in stop for w in chosen):
                 out.append(" ".join(chosen))
     return out
 

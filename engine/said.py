@@ -4,7 +4,8 @@ Two narrowings of a grounded number slot's choices, both "the latest caller line
 says any wins" (a caller's correction counts):
 
 * `counts_said`: a quantity said in words or digits ("a couple of the d lock", "two of
-  them", "just the one", "3 please"); a bare "a" is not a count.
+  them", "just the one", "3 please"); a bare "a" is not a count, nor is "a pair of"
+  (often one product: a pair of brake pads).
 * `labelled_said`: a tool result lists numbers with labels ("[107 winter tyre; 105 road
   tyre]"); the numbers whose label the caller names ("one of the winter tyre").
 """
@@ -15,17 +16,29 @@ import re
 from collections.abc import Iterable
 
 COUNT_WORDS = {
-    "one": 1, "single": 1, "two": 2, "couple": 2, "pair": 2, "three": 3, "four": 4,
-    "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+    "one": 1, "single": 1, "two": 2, "couple": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+    "seven": 7, "eight": 8, "nine": 9,
 }  # fmt: skip
+NUMBER_WORD = (
+    r"(?:zero|oh|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|"
+    r"twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|half|quarter)"
+)
 COUNT = re.compile(
-    r"(?<![\d:.,])(?<!\d )\b(?:(?P<digit>[1-9])|(?P<word>" + "|".join(COUNT_WORDS) + r"))\b"
-    r"(?!\d|[:.,]\d| \d| ?(?:am|pm|a\.m|p\.m|o'clock|thirty|fifteen|forty)\b)",
+    r"(?<![\d:.,£$€])(?<!\d )\b(?:(?P<digit>[1-9])|(?P<word>" + "|".join(COUNT_WORDS) + r"))\b"
+    r"(?!\d|[:.,]\d| \d|[ -]" + NUMBER_WORD + r"\b"
+    r"| ?(?:am|pm|a\.m|p\.m|o'clock|minutes?|mins?|hours?|days?|weeks?|pounds?|quid|dollars?"
+    r"|bucks|euros?|sec|second|moment|more|thing|question|word)\b)",
     re.IGNORECASE,
 )
-"""A count: a lone digit or a number word, not part of a longer number, a number read out
-digit by digit, or a time ("at 2", "half past one" name times, so "at"/"past" too)."""
-TIME_BEFORE = re.compile(r"\b(?:at|past|to|around|about|till|until|by)\s+$", re.IGNORECASE)
+"""A count: a lone digit or number word, not part of a longer number (digits or words:
+"two twenty", "four one seven two"), not a time, a price or a length of time ("5 minutes",
+"£5"), not "one moment" or "one more question"."""
+NOT_BEFORE_COUNT = re.compile(
+    r"(?:\b(?:at|past|to|around|about|till|until|by|no)|" + NUMBER_WORD + r"|[£$€])[ -]?$",
+    re.IGNORECASE,
+)
+"""Text just before a number that is not a count: a time ("at 2", "half past one"), "no
+one", or another number word."""
 LABELLED = re.compile(r"\[([^\[\]<]*)\]")
 LABEL = re.compile(r"^\s*(\d+)\s+(.+?)\s*$")
 
@@ -35,7 +48,7 @@ def counts_said(lines: Iterable[str], most: int) -> list[int] | None:
     for line in reversed(list(lines)):
         found = []
         for m in COUNT.finditer(line):
-            if TIME_BEFORE.search(line, 0, m.start()):
+            if NOT_BEFORE_COUNT.search(line, 0, m.start()):
                 continue
             n = int(m["digit"]) if m["digit"] else COUNT_WORDS[m["word"].lower()]
             if 1 <= n <= most and n not in found:
@@ -60,12 +73,18 @@ def labels(results: Iterable[str]) -> dict[str, str]:
 
 def labelled_said(lines: Iterable[str], labelled: dict[str, str]) -> list[str] | None:
     """The numbers whose whole label the latest caller line naming any names."""
-    patterns = {n: said_as_words(label) for n, label in labelled.items()}
+    patterns = {n: _label_said(label) for n, label in labelled.items()}
     for line in reversed(list(lines)):
         named = [n for n, p in patterns.items() if p.search(line)]
         if named:
             return named
     return None
+
+
+def _label_said(label: str) -> re.Pattern[str]:
+    """`label` as whole words, its last word maybe plural ("winter tyres")."""
+    words = [re.escape(w) for w in re.split(r"[-\s]+", label.strip()) if w]
+    return re.compile(r"\b" + r"[-\s]*".join(words) + r"(?:e?s)?\b", re.IGNORECASE)
 
 
 def said_as_words(value: str) -> re.Pattern[str]:

@@ -62,6 +62,23 @@ def test_nothing_is_a_name_when_nothing_looks_like_one(lines: list[str]) -> None
     assert name_phrases(lines, CLOSED) is None
 
 
+@pytest.mark.parametrize(
+    ("lines", "best"),
+    [
+        (["It's Sofia.", "Brompton."], "Sofia"),  # a cue beats a word alone in its phrase
+        (["I am Sofia", "Hi, is this Halfords?"], "Sofia"),
+        (["Um, it'll, I mean, be Dagny Lund."], "Dagny Lund"),
+    ],
+)
+def test_a_cue_outranks_a_lone_unknown_word(lines: list[str], best: str) -> None:
+    found = name_phrases(lines, CLOSED)
+    assert found is not None and found[0] == best, found
+
+
+def test_a_function_word_after_a_strong_cue_is_no_name() -> None:
+    assert name_phrases(["can you put it under my name?"], CLOSED) is None
+
+
 def test_a_cued_name_beats_a_stray_unknown_word_said_later() -> None:
     lines = ["under Dagny Lund please", "do you have knobbly tyres"]
     assert name_phrases(lines, CLOSED) == ["Dagny Lund"]

@@ -24,7 +24,14 @@ TOKENIZER = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm/
         ("yes please, just the one", [1]),
         ("a single one of the floor pump", [1]),
         ("3 please", [3]),
-        ("a pair of those", [2]),
+        ("a pair of those", None),  # often one product: a pair of brake pads
+        ("two twenty", None),  # a time
+        ("order four one seven two", None),  # a number read out in words
+        ("in 5 minutes", None),
+        ("£5", None),
+        ("Sofia. One sec.", None),
+        ("no one told me", None),
+        ("yes just the one more question", None),
         ("a road tyre please", None),  # a bare "a" is not a count
         ("at 2 tomorrow", None),  # times are not counts
         ("half past one", None),
@@ -48,6 +55,8 @@ def test_the_caller_picks_a_number_by_its_label() -> None:
     assert labelled_said(["one of the Winter Tyre", "yes"], found) == ["107"]
     assert labelled_said(["road-tyre please"], found) == ["105"]
     assert labelled_said(["a tyre please"], found) is None  # no whole label named
+    assert labelled_said(["two of the winter tyres"], found) == ["107"]  # plural
+    assert labelled_said(["the road tyres and the winter tyre"], found) == ["107", "105"]
 
 
 @pytest.fixture(scope="module")

@@ -414,10 +414,12 @@ def _digit_tokens(tok: TextTokenizer) -> Tensor:
 
 
 def _first_word_tokens(tok: TextTokenizer, ids: tuple[int, ...]) -> int:
-    """How many of `ids` spell their first word (" You", "'re" for " You're"; " B", "o",
-    "oked" for " Booked"): the opening a relay must match, never a bare fragment."""
+    """How many of `ids` spell their first word up to an apostrophe (" B", "o", "oked" for
+    " Booked"; " You" for " You're", since the model often commits " You" long before
+    "'re"): the opening a relay must match, never a bare fragment like " Can" of
+    "Cancelled"."""
     n = 1 if ids else 0
-    while n < len(ids) and re.match(r"[^\W\d_]|['’]", tok.decode([ids[n]])):
+    while n < len(ids) and re.match(r"[^\W\d_]", tok.decode([ids[n]])):
         n += 1
     return n
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from engine.constraints import CallGrammar
+from engine.constraints import CallGrammar, _first_word_tokens
 from engine.generate import Request, generate
 from engine.model import DiffusionLM
 from engine.readback import SayTemplate, Spoken
@@ -119,3 +119,14 @@ def test_a_template_must_open_with_words_and_speak_real_arguments(tok: TextToken
         CallGrammar(
             tok, schemas.ARGUMENT_MODELS, [SayTemplate("book_service", ("A ", Spoken("colour")))]
         )
+
+
+def test_a_relay_opens_on_a_whole_word_up_to_an_apostrophe(tok: TextTokenizer) -> None:
+    def opening(text: str) -> str:
+        ids = tuple(tok.encode(text))
+        return tok.decode(list(ids[: _first_word_tokens(tok, ids)]))
+
+    assert opening(" Booked in for Monday") == " Booked"  # never a bare " B"
+    assert opening(" Cancelled your booking") == " Cancelled"  # never " Can"
+    assert opening(" You're booked in") == " You"
+    assert opening(" Sorry, ten is taken") == " Sorry"

@@ -45,7 +45,7 @@ from torch import Tensor
 
 from engine.names import name_phrases
 from engine.readback import SayTemplate, Spoken, lead_ids
-from engine.said import counts_said, labelled_said, labels, said_as_words
+from engine.said import asked_for, counts_said, labelled_said, labels, said_as_words
 from engine.tokenizer import Special, TextTokenizer
 
 DEFAULT_TEXT_TOKENS = 8
@@ -111,6 +111,9 @@ class Slot:
     person_name: bool = False
     """Grounded TEXT: a person's name; its choices are the caller's phrases that look like
     a name when any do (engine/names.py), else all phrases."""
+    asked_for: bool = False
+    """Grounded TEXT: what the caller asks for (a search query); its choices are the
+    phrases of the latest caller line that asks for anything (engine/said.py), else all."""
     counted: bool = False
     """DIGITS (an int): how many; chosen among the counts the caller said, when any
     (engine/said.py)."""
@@ -269,13 +272,13 @@ class CallGrammar:
         allowed = torch.tensor([v in among for v in slot.candidate_values])
         return int(scores.masked_fill(~allowed, float("-inf")).argmax())
 
-    def said(self, slot: Slot, prompt_text: str, names: list[str] | None = None) -> Slot | None:
+    def said(self, slot: Slot, prompt_text: str, preferred: list[str] | None = None) -> Slot | None:
         """A grounded digit or text slot as a choice among what the prompt says: the
         numbers in it (digits read out one by one count as one number) or its phrases of
-        up to `MAX_PHRASE_WORDS` words; only those that fit the slot. A `person_name`
-        slot chooses among `names` (the caller's phrases that look like a name,
-        engine/names.py) when any fit. None when none fit."""
-        fitting = [n for n in names or () if self._fits(slot, n)] if slot.person_name else []
+        up to `MAX_PHRASE_WORDS` words; only those that fit the slot. `preferred`: the
+        phrases that look like the slot's value (a name, the thing asked for), chosen
+        among instead when any fit. None when none fit."""
+        fitting = [n for n in preferred or () if self._fits(slot, n)]
         if fitting:
             return self.choices(slot, fitting)
         if slot.kind is SlotKind.DIGITS:
@@ -366,7 +369,8 @@ def _slot(key: str, field: dict[str, Any], tok: TextTokenizer, gap: int) -> Slot
         width = int(field.get("max_tokens", DEFAULT_TEXT_TOKENS))
         grounded, distinct = bool(field.get("grounded")), bool(field.get("distinct"))
         return Slot(key, SlotKind.TEXT, width, min_tokens=min_tokens, grounded=grounded,
-                    distinct=distinct, person_name=bool(field.get("person_name")))  # fmt: skip
+                    distinct=distinct, person_name=bool(field.get("person_name")),
+                    asked_for=bool(field.get("asked_for")))  # fmt: skip
     raise ValueError(f"field {key!r}: unsupported schema {field}")
 
 
@@ -502,14 +506,15 @@ class CallPlan:
         if sources is not None:
             lines = sources.caller_lines
             numbers_text = " . ".join((self.prompt_text, *sources.tool_results, *lines))
-        names = name_phrases(lines, grammar.closed_words)
+        names, asked = name_phrases(lines, grammar.closed_words), asked_for(lines)
         self.named: set[Slot] = set()
         """Name slots whose choices are phrases that look like a name (not any phrase)."""
         for slots in grammar.slots.values():
             for slot in slots:
                 if slot.grounded and slot.kind is not SlotKind.ENUM:
                     text = numbers_text if slot.kind is SlotKind.DIGITS else self.prompt_text
-                    choice = grammar.said(slot, text, names)
+                    preferred = names if slot.person_name else asked if slot.asked_for else None
+                    choice = grammar.said(slot, text, preferred)
                     if (
                         slot.person_name
                         and choice

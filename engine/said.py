@@ -8,6 +8,9 @@ says any wins" (a caller's correction counts):
   (often one product: a pair of brake pads).
 * `labelled_said`: a tool result lists numbers with labels ("[107 winter tyre; 105 road
   tyre]"); the numbers whose label the caller names ("one of the winter tyre").
+* `asked_for`: what the caller asks for ("any chance you stock a tube for a child's bike
+  please" → "a tube for a child's bike"): the words left when the words of asking,
+  greeting and politeness are taken out, with their article.
 """
 
 from __future__ import annotations
@@ -39,6 +42,26 @@ NOT_BEFORE_COUNT = re.compile(
 )
 """Text just before a number that is not a count: a time ("at 2", "half past one"), "no
 one", or another number word."""
+FRAME_WORDS = frozenset((
+    "that's", "it'll", "what's", "i've", "we're", "a", "an", "the", "some", "any", "this",
+    "that", "these", "those", "my", "your", "our", "their", "i", "i'm", "i'd", "i'll", "me",
+    "we", "you", "you're", "it", "it's", "is", "are", "was", "be", "been", "do", "does", "did",
+    "have", "has", "had", "got", "get", "stock", "stocks", "sell", "sells", "carry", "carries",
+    "need", "want", "wanted", "looking", "look", "find", "buy", "after", "chance", "there",
+    "there's", "something", "anything", "possible", "if", "can", "could", "would", "will",
+    "please", "thanks", "thank", "cheers", "ta", "hi", "hiya", "hello", "hey", "morning",
+    "afternoon", "evening", "good", "okay", "ok", "so", "um", "umm", "uh", "er", "erm", "hmm",
+    "hm", "mm", "well", "like", "yes", "yeah", "yep", "just", "to", "of", "for", "in", "on",
+    "at", "and", "or", "but", "what", "which", "how", "much", "many", "by", "with", "about",
+    "wondering", "wonder", "sorry", "right", "sure", "also", "too", "mean", "know", "maybe",
+    "perhaps", "still", "again", "now",
+))  # fmt: skip
+"""Words of asking, greeting, politeness and grammar: never what is asked for."""
+ARTICLES = frozenset({"a", "an", "some"})
+CONNECTORS = frozenset({"for", "of", "with"})
+"""Words that join two parts of one thing ("a tube for a child's bike")."""
+THING_WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
+PHRASE_END = re.compile(r"[.,!?;:]")
 LABELLED = re.compile(r"\[([^\[\]<]*)\]")
 LABEL = re.compile(r"^\s*(\d+)\s+(.+?)\s*$")
 
@@ -56,6 +79,37 @@ def counts_said(lines: Iterable[str], most: int) -> list[int] | None:
         if found:
             return found
     return None
+
+
+def asked_for(lines: Iterable[str]) -> list[str] | None:
+    """What the latest caller line that asks for anything asks for, in order."""
+    for line in reversed(list(lines)):
+        found = [t for part in PHRASE_END.split(line) for t in _things(THING_WORD.findall(part))]
+        if found:
+            return list(dict.fromkeys(found))
+    return None
+
+
+def _things(words: list[str]) -> list[str]:
+    """Runs of words that are not frame words, each with the article before it, joined
+    across a connector ("for", "of", "with" and maybe an article)."""
+    spans: list[tuple[int, int]] = []
+    start: int | None = None
+    for j, word in enumerate([*words, None]):
+        content = word is not None and word.lower() not in FRAME_WORDS
+        if content and start is None:
+            start = j - 1 if j > 0 and words[j - 1].lower() in ARTICLES else j
+        elif not content and start is not None:
+            spans.append((start, j))
+            start = None
+    merged: list[tuple[int, int]] = []
+    for a, b in spans:
+        gap = [w.lower() for w in words[merged[-1][1] : a]] if merged else []
+        if gap and gap[0] in CONNECTORS and set(gap) <= CONNECTORS | ARTICLES:
+            merged[-1] = (merged[-1][0], b)
+        else:
+            merged.append((a, b))
+    return [" ".join(words[a:b]) for a, b in merged]
 
 
 def labels(results: Iterable[str]) -> dict[str, str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.constraints import CallGrammar, CallPlan, CallSources
-from engine.said import counts_said, labelled_said, labels
+from engine.said import asked_for, counts_said, labelled_said, labels
 from engine.tokenizer import Special, TextTokenizer
 from tests.unit.test_grounding import calls
 from tools.bike_shop import schemas
@@ -85,3 +85,26 @@ def test_with_no_count_said_the_quantity_is_the_models(tok: TextTokenizer) -> No
     assert slot not in CallPlan(grammar, prompt, 96).said
     plan = CallPlan(grammar, prompt, 96, CallSources(caller_lines=("two of them", "yes please")))
     assert plan.said[slot].candidate_values == ("2",)
+
+
+@pytest.mark.parametrize(
+    ("lines", "things"),
+    [
+        (["any chance you stock a tube for a child's bike please"], ["a tube for a child's bike"]),
+        (["Hiya, are a headlight something you sell if you can."], ["a headlight"]),
+        (["Any chance er, you stock snow tyres if that's possible?"], ["snow tyres"]),
+        (["do you have a 700c tube, and some chain oil"], ["a 700c tube", "some chain oil"]),
+        (["snow tyres please", "yes please"], ["snow tyres"]),  # the latest line asking
+        (["yes please", "thanks"], None),
+    ],
+)
+def test_what_the_caller_asks_for(lines: list[str], things: list[str] | None) -> None:
+    assert asked_for(lines) == things
+
+
+def test_a_search_copies_what_the_caller_asks_for_whatever_the_weights(
+    tok: TextTokenizer,
+) -> None:
+    prompt = f"{Special.CALLER} hi there, any chance you stock a red bell, please?"
+    queries = {a["query"] for a in calls(tok, "search_products", prompt, seeds=4)}
+    assert queries == {"a red bell"}

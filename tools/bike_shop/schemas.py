@@ -15,6 +15,7 @@ denoises values, so every field here is written to be decodable under its constr
   (`max_tokens`) and `grounded`, so they are copied from the conversation, never invented;
   names are also `distinct`: never a phrase with a number or a day, time or service word,
   and `person_name`: chosen among the caller's phrases that look like a name (engine/names.py);
+  a query is `asked_for`: chosen among what the caller's latest request asks for;
 * a quantity is a small `int` (an unquoted digit slot as wide as its maximum), `counted`:
   chosen among the counts the caller said ("a couple of", "two of them") when any;
   a product id is `labelled`: the id whose name in the search result the caller named;
@@ -79,9 +80,11 @@ NAME_TOKENS = 10
 QUERY_TOKENS = 8
 
 
-def _grounded(max_tokens: int, distinct: bool = False, person_name: bool = False) -> Any:
+def _grounded(
+    max_tokens: int, distinct: bool = False, person_name: bool = False, asked_for: bool = False
+) -> Any:
     extra: dict[str, Any] = {"max_tokens": max_tokens, "grounded": True, "distinct": distinct,
-                             "person_name": person_name}  # fmt: skip
+                             "person_name": person_name, "asked_for": asked_for}  # fmt: skip
     return Field(min_length=1, json_schema_extra=extra)
 
 
@@ -175,7 +178,7 @@ class OrderStatus(ToolArgs):
 class SearchProducts(ToolArgs):
     """Search the catalogue with the caller's own words."""
 
-    query: str = _grounded(QUERY_TOKENS)
+    query: str = _grounded(QUERY_TOKENS, asked_for=True)
 
 
 class ReserveProduct(ToolArgs):

@@ -45,7 +45,7 @@ from torch import Tensor
 
 from engine.names import name_phrases
 from engine.readback import SayTemplate, Spoken, lead_ids
-from engine.said import asked_for, counts_said, labelled_said, labels, said_as_words
+from engine.said import WORD, asked_for, counts_said, labelled_said, labels, said_as_words
 from engine.tokenizer import Special, TextTokenizer
 
 DEFAULT_TEXT_TOKENS = 8
@@ -54,9 +54,6 @@ DIGITS_PATTERN = r"^\d+$"
 NUMBER_SAID = re.compile(r"\d(?:(?:, |[ -])?\d)*")
 """A number in the prompt: digits, possibly read out one by one ("4 1 7 2", "4-1-7-2",
 "4, 1, 7, 2")."""
-WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
-"""A word with its inner hyphens and apostrophes ("won't", "it'll", "o'brien"): a phrase
-never starts or ends inside one, so "t" or "ll" is never copied as a name."""
 AGENT_OWN = re.compile(
     "(?:" + "|".join(re.escape(t) for t in (Special.SAY, Special.THINK, Special.CALL)) + ")[^<]*"
 )
@@ -506,21 +503,17 @@ class CallPlan:
         if sources is not None:
             lines = sources.caller_lines
             numbers_text = " . ".join((self.prompt_text, *sources.tool_results, *lines))
-        names, asked = name_phrases(lines, grammar.closed_words), asked_for(lines)
-        self.named: set[Slot] = set()
-        """Name slots whose choices are phrases that look like a name (not any phrase)."""
+        self.names = name_phrases(lines, grammar.closed_words) or []
+        """The caller's phrases that look like a name (engine/names.py)."""
+        asked = asked_for(lines)
         for slots in grammar.slots.values():
             for slot in slots:
                 if slot.grounded and slot.kind is not SlotKind.ENUM:
                     text = numbers_text if slot.kind is SlotKind.DIGITS else self.prompt_text
-                    preferred = names if slot.person_name else asked if slot.asked_for else None
+                    preferred = (
+                        self.names if slot.person_name else asked if slot.asked_for else None
+                    )
                     choice = grammar.said(slot, text, preferred)
-                    if (
-                        slot.person_name
-                        and choice
-                        and set(choice.candidate_values) <= set(names or ())
-                    ):
-                        self.named.add(slot)
                     if choice is not None:
                         self.said[slot] = self._narrowed(slot, choice, numbers_text, lines)
                 elif slot.counted:
@@ -612,7 +605,7 @@ class CallPlan:
         """Lay out the call once `<call>` is committed, or a read-back once `<say>` and
         its opening words are. Returns how many committed tokens were taken back because
         the layout now governs their positions."""
-        if self.call_at is not None or self.say_at is not None or self.echo_end is not None:
+        if self.opened_at is not None:
             return 0
         hits = (canvas == self.grammar.tok.ids.call).nonzero()
         if hits.numel() > 0:
@@ -678,8 +671,10 @@ class CallPlan:
                 continue
             slot = slots[segment.key]
             base = slot if slot.kind is SlotKind.ENUM else self.said.get(slot)
-            if base is None or (slot.person_name and slot not in self.named):
-                return None  # never read back "for please"
+            if base is None or (
+                slot.person_name and not set(base.candidate_values) <= set(self.names)
+            ):
+                return None  # nothing looks like a name: never read back "for please"
             values = list(base.candidate_values)
             said = _enum_slot(segment.key, [segment.render(v) for v in values], tok, gap)
             cells += _slot_cells(replace(base, width=said.width, candidates=said.candidates))

@@ -173,8 +173,9 @@ def decode_step(
         if s.plan is not None:
             committed = s.canvas.clone()
             s.decided -= s.plan.after_commit(s.canvas, len(s.answer))
-            s.chosen &= s.canvas == committed  # taken back or replaced: no longer decided
-            kept = kept & (s.canvas == committed)
+            stayed = s.canvas == committed  # not taken back or replaced by a layout
+            s.chosen &= stayed
+            kept = kept & stayed
         if kept.any():
             s.min_confidence = min(s.min_confidence, float(conf[b][kept].min()))
         block = _finished_block(s, ids)

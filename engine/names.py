@@ -28,6 +28,8 @@ from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
+from engine.said import PHRASE_END
+
 COMMON_WORDS_PATH = Path(__file__).resolve().parent / "lexicon" / "common_words.txt.gz"
 MAX_NAME_WORDS = 3
 NOT_NAMES = frozenset((
@@ -48,7 +50,6 @@ FUNCTION_WORDS = frozenset((
 CONTRACTION = re.compile(r"['’](?:s|ll|re|ve|d|m|t)$")
 NAME_WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
 SENTENCE_BREAK = re.compile(r"[.!?]")
-PART_BREAK = re.compile(r"[.,!?;:]")
 CUE_BEFORE = re.compile(
     r"(?:\bname(?:'s| is)?|\bthis is|\bit(?:'s|s| is)|\bit'll be|\bi(?:'m| am)|\bcall me|"
     r"\bunder|\bfor|\bput)\s*$",
@@ -137,7 +138,7 @@ def _after_strong_cue(line: str, closed: frozenset[str] | set[str]) -> list[str]
     and "this is" are not strong: "it's fine", "this is great")."""
     out = []
     for cue in STRONG_CUE.finditer(line):
-        end = PART_BREAK.search(line, cue.end())
+        end = PHRASE_END.search(line, cue.end())
         words = NAME_WORD.findall(line, cue.end(), end.start() if end else len(line))
         for n in (1, 2):
             chosen = words[:n]
@@ -150,7 +151,7 @@ def _after_strong_cue(line: str, closed: frozenset[str] | set[str]) -> list[str]
 def _parts(line: str) -> list[tuple[int, int]]:
     """(start, end) of the stretches of `line` between punctuation marks."""
     out, start = [], 0
-    for mark in PART_BREAK.finditer(line):
+    for mark in PHRASE_END.finditer(line):
         out.append((start, mark.start()))
         start = mark.end()
     return [*out, (start, len(line))]

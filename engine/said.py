@@ -1,7 +1,7 @@
 """Numbers the caller means: how many, and which of a tool result's labelled numbers.
 
-Two narrowings of a grounded number slot's choices, both "the latest caller line that
-says any wins" (a caller's correction counts):
+Narrowings of a grounded slot's choices, each "the latest caller line that says any
+wins" (a caller's correction counts):
 
 * `counts_said`: a quantity said in words or digits ("a couple of the d lock", "two of
   them", "just the one", "3 please"); a bare "a" is not a count, nor is "a pair of"
@@ -60,8 +60,11 @@ FRAME_WORDS = frozenset((
 ARTICLES = frozenset({"a", "an", "some"})
 CONNECTORS = frozenset({"for", "of", "with"})
 """Words that join two parts of one thing ("a tube for a child's bike")."""
-THING_WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
+WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
+"""A word with its inner hyphens and apostrophes ("won't", "it'll", "o'brien"): a phrase
+never starts or ends inside one, so "t" or "ll" is never copied as a name."""
 PHRASE_END = re.compile(r"[.,!?;:]")
+"""Punctuation that ends a phrase: no name or thing asked for runs across it."""
 LABELLED = re.compile(r"\[([^\[\]<]*)\]")
 LABEL = re.compile(r"^\s*(\d+)\s+(.+?)\s*$")
 
@@ -84,7 +87,7 @@ def counts_said(lines: Iterable[str], most: int) -> list[int] | None:
 def asked_for(lines: Iterable[str]) -> list[str] | None:
     """What the latest caller line that asks for anything asks for, in order."""
     for line in reversed(list(lines)):
-        found = [t for part in PHRASE_END.split(line) for t in _things(THING_WORD.findall(part))]
+        found = [t for part in PHRASE_END.split(line) for t in _things(WORD.findall(part))]
         if found:
             return list(dict.fromkeys(found))
     return None
@@ -127,7 +130,7 @@ def labels(results: Iterable[str]) -> dict[str, str]:
 
 def labelled_said(lines: Iterable[str], labelled: dict[str, str]) -> list[str] | None:
     """The numbers whose whole label the latest caller line naming any names."""
-    patterns = {n: _label_said(label) for n, label in labelled.items()}
+    patterns = {n: said_as_words(label, plural=True) for n, label in labelled.items()}
     for line in reversed(list(lines)):
         named = [n for n, p in patterns.items() if p.search(line)]
         if named:
@@ -135,14 +138,10 @@ def labelled_said(lines: Iterable[str], labelled: dict[str, str]) -> list[str] |
     return None
 
 
-def _label_said(label: str) -> re.Pattern[str]:
-    """`label` as whole words, its last word maybe plural ("winter tyres")."""
-    words = [re.escape(w) for w in re.split(r"[-\s]+", label.strip()) if w]
-    return re.compile(r"\b" + r"[-\s]*".join(words) + r"(?:e?s)?\b", re.IGNORECASE)
-
-
-def said_as_words(value: str) -> re.Pattern[str]:
+def said_as_words(value: str, plural: bool = False) -> re.Pattern[str]:
     """`value` as whole words, case-insensitive, its words joined by a hyphen, spaces or
-    nothing ("tune-up" matches "Tune up", "tuneup" and "TUNE-UP")."""
+    nothing ("tune-up" matches "Tune up", "tuneup" and "TUNE-UP"); with `plural`, its
+    last word may end in "s" or "es" ("winter tyres")."""
     words = [re.escape(w) for w in re.split(r"[-\s]+", value.strip()) if w]
-    return re.compile(r"\b" + r"[-\s]*".join(words) + r"\b", re.IGNORECASE)
+    end = r"(?:e?s)?\b" if plural else r"\b"
+    return re.compile(r"\b" + r"[-\s]*".join(words) + end, re.IGNORECASE)

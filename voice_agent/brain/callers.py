@@ -27,7 +27,10 @@ def with_edges(rng: random.Random, split: Split, frame: str, *, opener: bool = T
 BOOK: dict[tuple[str, ...], Pool] = {
     (): pool("my bike needs some work|i'd like to book my bike in|can i book a repair|"
              "i need to bring my bike in|i want to make an appointment for my bike|"
-             "do you have space in the workshop",
+             "do you have space in the workshop|"
+             "can i get my bike serviced|my bike needs looking at|i want to book a service|"
+             "could you fit my bike in|i'd like a service appointment|"
+             "can i drop my bike in for a repair",
              "i'd like to get my bike booked in somewhere|my bike's not riding right"),
     ("svc",): pool("i'd like {svc}|i need {svc}|can i book {svc}|could i get {svc}|"
                    "i'm looking to get {svc}|i want to book in for {svc}|"
@@ -85,7 +88,10 @@ GIVE_TIME_NAME = pool(
 )
 YES = pool(
     "yes|yeah that's right|yep perfect|that's correct|sounds good|yes please|"
-    "yeah go ahead|correct|that's it|great yes",
+    "yeah go ahead|correct|that's it|great yes|"
+    "yes that's correct|yep|yup, go ahead|please do|go for it|yes book it|that's right, yes|"
+    "perfect|spot on|exactly right|yes, all correct|okay yes|yes, lovely|that works, yes|"
+    "brilliant, yes please|yeah, that's perfect|uh huh, that's right|yes, confirm it",
     "sure thing|right, do it|absolutely",
 )
 CHANGE_TIME = pool(
@@ -100,13 +106,21 @@ CHANGE_DAY = pool(
 )
 DONE = pool(
     "no that's all thanks|that's it, bye|no thank you, bye|nope that's everything|"
-    "no i'm good thanks|that's all, cheers",
+    "no i'm good thanks|that's all, cheers|"
+    "no that's everything, bye|that's all i needed, thanks|no, that's it for today|"
+    "i think that covers it, bye|no more questions, thanks|that'll be all|"
+    "no, you've been a great help, bye|all done, thank you|okay that's it, goodbye|"
+    "no i think i'm sorted|that's me done, cheers|nah that's all, bye|no, all set thanks|"
+    "that was everything, bye bye|no, i'm good for now|no thanks, have a good day|"
+    "no thanks, take care|i'm done, thanks a lot",
     "all good, bye now|nothing else, thanks",
 )
 
 CANCEL: dict[tuple[str, ...], Pool] = {
     (): pool("i need to cancel my booking|i want to cancel an appointment|"
-             "i have to cancel my service booking|can i cancel a booking",
+             "i have to cancel my service booking|can i cancel a booking|"
+             "i need to call off my appointment|please cancel my booking|"
+             "i can't come in anymore|i'd like to cancel my service",
              "i won't make my appointment"),
     ("day",): pool("i need to cancel my booking {day}|i can't make my appointment {day}|"
                    "can you cancel my {day} booking", "my slot {day} won't work, cancel it"),
@@ -117,11 +131,17 @@ CANCEL: dict[tuple[str, ...], Pool] = {
 }  # fmt: skip
 ORDER: dict[tuple[str, ...], Pool] = {
     (): pool("where's my order|i'm calling about an online order|my order hasn't arrived|"
-             "can you check on my order|i ordered something and wanted an update",
+             "can you check on my order|i ordered something and wanted an update|"
+             "has my order shipped yet|i'm still waiting on my order|"
+             "what's happening with my order|can you tell me where my parcel is|"
+             "i want to track my order",
              "any news on my delivery"),
     ("order",): pool("where is order {order}|i'm calling about order {order}|"
                      "can you check order number {order}|my order {order} hasn't come|"
-                     "status of order {order}", "any update on {order}"),
+                     "status of order {order}|"
+                     "can you track order {order}|has order {order} shipped|"
+                     "what's up with order {order}|order {order}, where is it|"
+                     "i'm waiting on order {order}", "any update on {order}"),
 }  # fmt: skip
 GIVE_ORDER = pool(
     "it's {order}|{order}|the number is {order}|order number {order}|"
@@ -135,7 +155,11 @@ REREAD_ORDER = pool(
 SEARCH = pool(
     "do you have {product}|do you sell {product}|i'm looking for {product}|"
     "have you got {product} in stock|i need {product}|do you carry {product}|"
-    "is there {product} in stock",
+    "is there {product} in stock|"
+    "i'm after {product}|have you got {product}|do you stock {product}|"
+    "can i buy {product} from you|i want to get {product}|i'd like to buy {product}|"
+    "would you have {product}|looking to buy {product}|do you happen to have {product}|"
+    "i'm trying to find {product}",
     "any chance you stock {product}|are {product} something you sell",
 )
 RESERVE_YES = pool(
@@ -158,22 +182,39 @@ ALTERNATIVE_YES = pool(
 FEWER = pool("okay then just {qty}|fine, {qty} then|i'll take {qty}", "{qty} will do")
 HOURS = pool(
     "are you open {day}|what are your hours {day}|when do you close {day}|"
-    "what time do you open {day}|how late are you open {day}|are you guys open {day}",
+    "what time do you open {day}|how late are you open {day}|are you guys open {day}|"
+    "what are your opening hours {day}|when are you open {day}|are you open at all {day}|"
+    "what time do you shut {day}|do you open {day}|what time are you open till {day}|"
+    "can i come in {day}|what hours are you {day}|when can i drop by {day}|"
+    "how early do you open {day}|is the shop open {day}",
     "until when are you open {day}|what are the opening times {day}",
 )
 TRANSFER: dict[str, Pool] = {
     "caller asked": pool("can i speak to a person|i'd like to talk to someone|"
-                         "can you put me through to a human|is there someone i can talk to",
+                         "can you put me through to a human|is there someone i can talk to|"
+                         "i want to speak to a manager|transfer me to someone please|"
+                         "can i talk to a real person|put me through to the staff please|"
+                         "i'd rather speak to a human|operator please",
                          "get me a real person please"),
     "complaint": pool("i want to make a complaint|my bike came back worse than before|"
-                      "i'm not happy with the repair you did",
+                      "i'm not happy with the repair you did|the service was terrible|"
+                      "i'm really unhappy with how my bike was fixed|"
+                      "your mechanic damaged my bike|i need to complain about my repair",
                       "i have a complaint about my service"),
     "warranty claim": pool("my frame cracked and it's under warranty|"
-                           "i want to make a warranty claim", "the warranty should cover this"),
-    "refund": pool("i want a refund for my order|can i get my money back",
+                           "i want to make a warranty claim|"
+                           "my new bike broke, is that covered by warranty|"
+                           "the gears failed and it's still under warranty|"
+                           "i think this is a warranty issue", "the warranty should cover this"),
+    "refund": pool("i want a refund for my order|can i get my money back|"
+                   "i'd like a refund please|i want my money back for this|"
+                   "can you refund my purchase|how do i get a refund",
                    "i'd like to return this and get refunded"),
     "out of scope": pool("do you rent bikes|can i trade in my old bike|"
-                         "do you do bike fittings", "do you buy used bikes"),
+                         "do you do bike fittings|"
+                         "do you sell cars|can i hire a bike for the weekend|"
+                         "do you do bike insurance|can you fix my scooter|do you do lessons",
+                         "do you buy used bikes"),
 }  # fmt: skip
 OFF_TOPIC = pool(
     "what's the weather like|can you order me a pizza|tell me a joke|"

@@ -184,6 +184,12 @@ class CallGrammar:
                     f"read-back of {template.tool!r} speaks {sorted(spoken - keys)}, "
                     "which are not required arguments of a tool of this grammar"
                 )
+        self.person_keys = {slot.key for slots in self.slots.values() for slot in slots
+                            if slot.person_name}  # fmt: skip
+        self.heard_readbacks = [
+            HeardReadback.of(t, {slot.key: slot for slot in self.slots[t.tool]}) for t in readbacks
+        ]
+        """How each read-back is found in a prompt, to know what the caller last heard."""
         self.closed_words = NUMBER_WORDS | {
             word
             for slots in self.slots.values()
@@ -453,6 +459,41 @@ def _said_in(slot: Slot, text: str) -> set[str]:
     return {value for start, end, value in spans if not inside_another(start, end, value)}
 
 
+@dataclass(frozen=True, slots=True)
+class HeardReadback:
+    """How to find a tool's read-back in a prompt: `pattern` matches it as spoken after
+    `<say>`, one named group per argument; `values` maps an enum group's words back to
+    the value ("on friday" → "friday"); a text group (a name) is the value itself."""
+
+    tool: str
+    pattern: re.Pattern[str]
+    values: dict[str, dict[str, str]]
+
+    @classmethod
+    def of(cls, template: SayTemplate, slots: dict[str, Slot]) -> HeardReadback:
+        """The template's text verbatim, each enum argument as one of its values as the
+        template says it, any other argument as a run of words."""
+        parts = [re.escape(Special.SAY) + r"\s*"]
+        values: dict[str, dict[str, str]] = {}
+        for piece in template.pieces:
+            if isinstance(piece, str):
+                parts.append(re.escape(piece))
+                continue
+            slot = slots[piece.key]
+            if slot.kind is not SlotKind.ENUM:
+                values[piece.key] = {}
+                parts.append(f"(?P<{piece.key}>[^<]+?)")
+                continue
+            values[piece.key] = {piece.render(v): v for v in slot.candidate_values}
+            said = sorted(values[piece.key], key=len, reverse=True)
+            parts.append(f"(?P<{piece.key}>" + "|".join(map(re.escape, said)) + ")")
+        return cls(template.tool, re.compile("".join(parts)), values)
+
+    def heard(self, match: re.Match[str]) -> dict[str, str]:
+        """The values a match of `pattern` spoke, by key."""
+        return {key: said.get(match[key], match[key]) for key, said in self.values.items()}
+
+
 class CallPlan:
     """Per-request constraint state: which answer positions the grammar governs.
 
@@ -503,8 +544,28 @@ class CallPlan:
         if sources is not None:
             lines = sources.caller_lines
             numbers_text = " . ".join((self.prompt_text, *sources.tool_results, *lines))
+        self.heard: tuple[str, int, dict[str, str]] | None = None
+        """The prompt's latest read-back: its tool, where it ends, the enum values it
+        spoke (what the caller last heard the agent offer to book or cancel)."""
+        for readback in grammar.heard_readbacks:
+            for m in readback.pattern.finditer(prompt):
+                if self.heard is None or m.end() > self.heard[1]:
+                    self.heard = (readback.tool, m.end(), readback.heard(m))
+        heard_end = self.heard[1] if self.heard else len(prompt)
+        self.since_heard = [m[1] for m in CALLER_SPEECH.finditer(prompt) if m.start() >= heard_end]
+        """The caller's lines after that read-back, oldest first (a correction, a yes)."""
         self.names = name_phrases(lines, grammar.closed_words) or []
-        """The caller's phrases that look like a name (engine/names.py)."""
+        """The caller's phrases that look like a name (engine/names.py); only the name a
+        read-back spoke when it is one and the caller has named nobody since."""
+        read_name = (
+            [v for k, v in self.heard[2].items() if k in grammar.person_keys] if self.heard else []
+        )
+        if (
+            read_name
+            and read_name[0] in self.names
+            and not name_phrases(self.since_heard, grammar.closed_words)
+        ):
+            self.names = read_name[:1]
         asked = asked_for(lines)
         for slots in grammar.slots.values():
             for slot in slots:
@@ -520,6 +581,11 @@ class CallPlan:
                     counts = counts_said(lines, 10**slot.width - 1)
                     if counts:
                         self.said[slot] = grammar.choices(slot, [str(n) for n in counts])
+        self.source_lines: tuple[str, ...] = ()
+        """The whole call's caller lines, then its tool results, each latest first: where
+        a grounded enum looks last, when the prompt's own lines and results name none."""
+        if sources is not None:
+            self.source_lines = (*sources.caller_lines[::-1], *sources.tool_results[::-1])
         self.feasible = {name for name in grammar.tools if grammar.feasible(name, self.said)}
         self.cells: dict[int, Cell] = {}
         self.call_at: int | None = None
@@ -528,6 +594,8 @@ class CallPlan:
         self.end: int | None = None
         """Answer position of the call's (or read-back's) EOS once it is laid out."""
         self.tool: str | None = None
+        self.say_tool: str | None = None
+        """The tool whose read-back is laid out, once one is."""
 
     def _narrowed(self, slot: Slot, choice: Slot, text: str, lines: tuple[str, ...]) -> Slot:
         """A labelled slot's choice narrowed to the numbers whose label the caller named."""
@@ -630,6 +698,7 @@ class CallPlan:
                     continue
                 self._extend(start, [*layout, Fixed(self.grammar.tok.ids.eos)])
                 self.say_at, self.end = start, start + len(layout)
+                self.say_tool = template.tool
                 return self._take_back(canvas, block_start, start - block_start)
             lead, rest = self.echo[: self.echo_lead], self.echo[self.echo_lead :]
             start = pos + 1 + len(lead)
@@ -684,12 +753,25 @@ class CallPlan:
         """A grounded enum's values said (as whole words, in any case, with a hyphen, a
         space or nothing between words: Whisper writes "Tune up" for "tune-up"; or as its
         `said_as` pattern): those the latest caller line to name any names (a caller's
-        correction wins: "at two ... better half past twelve"), else those the prompt names
-        (a tool result), else all of them (the caller may have used a synonym)."""
+        correction wins: "at two ... better half past twelve"). But when the call (or
+        read-back) being written is of the tool the prompt last read back, and no caller
+        line since names a value, the read-back's value: the caller answered what they
+        heard ("so a brake check next friday ..." "yes"), which the agent's own words
+        are otherwise never a source of. Else the values the prompt names (a tool
+        result), else those the whole call's lines and results name, latest first, else
+        all of them (the caller may have used a synonym)."""
         values = set(slot.candidate_values)
         if not slot.grounded:
             return values
-        for text in (*reversed(self.caller_lines), self.prompt_text):
+        if self.heard is not None and self.heard[0] in (self.tool, self.say_tool):
+            for text in reversed(self.since_heard):
+                said = _said_in(slot, text)
+                if said:
+                    return said
+            heard = self.heard[2].get(slot.key)
+            if heard in values:
+                return {heard}
+        for text in (*reversed(self.caller_lines), self.prompt_text, *self.source_lines):
             said = _said_in(slot, text)
             if said:
                 return said

@@ -14,12 +14,13 @@ from typing import Any, get_args
 
 import pytest
 
-from engine.constraints import CallGrammar, CallPlan, CallSources
+from engine.constraints import CallGrammar, CallPlan, CallSources, _said_in
 from engine.generate import Request, generate
 from engine.schedule import Schedule
 from engine.tokenizer import Special, TextTokenizer
 from tests.unit.test_engine_constraints import CallBiased, random_model
 from tools.bike_shop import schemas
+from tools.bike_shop.readbacks import READBACKS
 
 TOKENIZER = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm/tokenizer.json"
 C, A, SAY = Special.CALLER, Special.AGENT, Special.SAY
@@ -30,13 +31,24 @@ def tok() -> TextTokenizer:
     return TextTokenizer.load(TOKENIZER)
 
 
-def calls(tok: TextTokenizer, tool: str, prompt: str, seeds: int = 5) -> list[dict[str, Any]]:
-    """The arguments of `tool` decoded from `prompt` by `seeds` random models."""
-    grammar = CallGrammar(tok, {tool: schemas.ARGUMENT_MODELS[tool]})
+def calls(
+    tok: TextTokenizer,
+    tool: str,
+    prompt: str,
+    seeds: int = 5,
+    *,
+    readback: bool = False,
+    sources: CallSources | None = None,
+) -> list[dict[str, Any]]:
+    """The arguments of `tool` decoded from `prompt` by `seeds` random models; with
+    `readback`, the grammar knows the tool's read-back (tools/bike_shop/readbacks.py)."""
+    templates = [t for t in READBACKS if t.tool == tool] if readback else []
+    grammar = CallGrammar(tok, {tool: schemas.ARGUMENT_MODELS[tool]}, templates)
     out = []
     for seed in range(seeds):
         request = Request(tuple(tok.encode(f"{Special.BOS}{prompt}{A}")),
-                          Schedule(threshold=0.5, max_new_tokens=96), grammar=grammar)  # fmt: skip
+                          Schedule(threshold=0.5, max_new_tokens=96), grammar=grammar,
+                          sources=sources)  # fmt: skip
         model = CallBiased(random_model(tok, seed, block_size=16), tok.ids.call)
         g = generate(model, tok.ids, request, time.monotonic)  # type: ignore[arg-type]
         ids = list(g.token_ids)
@@ -78,6 +90,75 @@ def test_the_latest_caller_line_to_name_a_value_wins(tok: TextTokenizer) -> None
     )
     for args in calls(tok, "book_service", prompt):
         assert (args["day"], args["time"], args["service"]) == ("monday", "12:30", "tune-up")
+
+
+READ_BACK = (
+    f"{A}{SAY} So a brake check next friday at half past two for anna okafor. Shall I book that?"
+)
+EARLY_LINES = ("i need my brakes looked at, it's anna okafor", "whatever you have first")
+"""The call's lines before the prompt's window: a name, no day, no time."""
+
+
+def test_a_confirmed_read_back_is_booked_as_it_was_read(tok: TextTokenizer) -> None:
+    """The caller said yes to what they heard; the day and time are only in the agent's
+    read-back (said out of the prompt's window, or chosen by the agent from a list)."""
+    sources = CallSources(caller_lines=(*EARLY_LINES, "yes please"))
+    prompt = f"{READ_BACK}{C} yes please"
+    for args in calls(tok, "book_service", prompt, readback=True, sources=sources):
+        assert args == {"name": "anna okafor", "day": "next friday", "time": "14:30",
+                        "service": "brake check"}  # fmt: skip
+    unheard = calls(tok, "book_service", prompt, sources=sources)  # no read-back known
+    assert {(a["day"], a["time"]) for a in unheard} != {("next friday", "14:30")}
+
+
+def test_the_name_read_back_is_the_one_booked_among_those_said(tok: TextTokenizer) -> None:
+    lines = ("a brake check next friday at half past two", "nina adams, anna okafor")
+    prompt = f"{C} {lines[0]}{C} {lines[1]}{READ_BACK}{C} yep"
+    sources = CallSources(caller_lines=(*lines, "yep"))
+    names = {a["name"] for a in calls(tok, "book_service", prompt, readback=True, sources=sources)}
+    assert names == {"anna okafor"}
+    unheard = calls(tok, "book_service", prompt, sources=sources, seeds=8)
+    assert {a["name"] for a in unheard} == {"anna okafor", "nina adams"}
+    corrected = f"{prompt}{A}{SAY} Sorry?{C} no, it's for nina adams"
+    sources = CallSources(caller_lines=(*lines, "yep", "no, it's for nina adams"))
+    for args in calls(tok, "book_service", corrected, readback=True, sources=sources):
+        assert args["name"] == "nina adams"
+
+
+def test_a_correction_after_the_read_back_wins_over_it(tok: TextTokenizer) -> None:
+    sources = CallSources(caller_lines=(*EARLY_LINES, "yes but make it saturday"))
+    prompt = f"{READ_BACK}{C} yes but make it saturday"
+    for args in calls(tok, "book_service", prompt, readback=True, sources=sources):
+        assert (args["day"], args["time"]) == ("saturday", "14:30")
+
+
+def test_a_value_said_early_in_the_call_is_found_in_the_whole_call(tok: TextTokenizer) -> None:
+    """The prompt keeps only the latest turns; the day and service were said before."""
+    sources = CallSources(caller_lines=("my wheel needs truing on thursday", "whenever suits"))
+    for args in calls(tok, "check_availability", f"{C} whenever suits", sources=sources):
+        assert (args["day"], args["service"]) == ("thursday", "wheel true")
+
+
+@pytest.mark.parametrize(
+    ("said", "services"),
+    [
+        ("a check on my brakes please", {"brake check"}),
+        ("can you get my puncture mended", {"flat repair"}),
+        ("My ebike needs looking at.", {"e-bike check"}),
+        ("the shifting is all over the place", {"gear adjustment"}),
+        ("could you service my bike", {"tune-up"}),
+        ("a new chain fitted", {"chain replacement"}),
+        ("a puncture in my back wheel", {"flat repair", "wheel true"}),
+        ("an e-bike check please", {"e-bike check"}),
+        ("just a few questions about my order", set()),
+    ],
+)
+def test_a_service_is_heard_by_its_head_words(
+    tok: TextTokenizer, said: str, services: set[str]
+) -> None:
+    grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS)
+    slot = next(s for s in grammar.slots["book_service"] if s.key == "service")
+    assert _said_in(slot, said) == services
 
 
 def test_a_day_said_inside_a_longer_one_is_not_heard_alone(tok: TextTokenizer) -> None:

@@ -6,8 +6,9 @@ denoises values, so every field here is written to be decodable under its constr
 * closed sets are `Literal`s (one joint choice among the values): service types, day
   words, half-hour start times, transfer reasons; day words and services are also
   `grounded` (`_heard()`): when the conversation names one or more of the values, the
-  choice is among those (a caller's "Friday" is never decoded as "tomorrow"), else among
-  all (the caller may have said "puncture" for a flat repair); a booking's start time
+  choice is among those (a caller's "Friday" is never decoded as "tomorrow"; a service
+  also by its head words, `SERVICE_SAID_AS`: "puncture" names a flat repair), else among
+  all (the caller may have used a synonym); a booking's start time
   too, said as "half past nine", "9.30" or "at 2" (`_time_said_as`);
 * numbers read out by the caller (order numbers) and ids copied from a tool result
   (product ids) are digit strings, `grounded`: each digit must occur in the prompt;
@@ -43,6 +44,19 @@ Service = Literal[
     "e-bike check",
 ]
 """Workshop services; durations and daily capacity live in `catalogue.SERVICES`."""
+
+SERVICE_SAID_AS: dict[str, str] = {
+    "tune-up": r"\b(?:tune|service[ds]?|servicing)\b",
+    "flat repair": r"\b(?:flats?|punctures?|punctured)\b",
+    "brake check": r"\bbrakes?\b",
+    "chain replacement": r"\bchain\b",
+    "wheel true": r"\b(?:wheels?|buckled)\b",
+    "gear adjustment": r"\b(?:gears?|shifting|shifter)\b",
+    "e-bike check": r"\b(?:e-?bikes?|electric bikes?)\b",
+}
+"""Each service's head words, for a caller who names it without its own name ("a
+check on my brakes", "my puncture mended"). A line naming two ("a puncture in my back
+wheel") leaves both for the model to choose between."""
 
 Day = Literal[
     "today", "tomorrow",
@@ -150,7 +164,7 @@ class CheckAvailability(ToolArgs):
     """Free start times for a service on a day."""
 
     day: Day = _heard()
-    service: Service = _heard()
+    service: Service = _heard(SERVICE_SAID_AS)
 
 
 class BookService(ToolArgs):
@@ -159,7 +173,7 @@ class BookService(ToolArgs):
     name: str = _grounded(NAME_TOKENS, distinct=True, person_name=True)
     day: Day = _heard()
     time: SlotTime = _heard({t: _time_said_as(t) for t in get_args(SlotTime)})
-    service: Service = _heard()
+    service: Service = _heard(SERVICE_SAID_AS)
 
 
 class CancelBooking(ToolArgs):

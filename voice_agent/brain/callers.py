@@ -91,7 +91,10 @@ YES = pool(
     "yeah go ahead|correct|that's it|great yes|"
     "yes that's correct|yep|yup, go ahead|please do|go for it|yes book it|that's right, yes|"
     "perfect|spot on|exactly right|yes, all correct|okay yes|yes, lovely|that works, yes|"
-    "brilliant, yes please|yeah, that's perfect|uh huh, that's right|yes, confirm it",
+    "brilliant, yes please|yeah, that's perfect|uh huh, that's right|yes, confirm it|"
+    "sure|sure, go ahead|definitely|certainly|of course|yes, do that|go on then|"
+    "yeah, book it in|fine by me|all good, yes|yes, that's the one|lovely, go ahead|"
+    "cool, yes|yep, sounds right|ok, go for it|yes thanks|that's fine, book it",
     "sure thing|right, do it|absolutely",
 )
 CHANGE_TIME = pool(
@@ -159,7 +162,13 @@ SEARCH = pool(
     "i'm after {product}|have you got {product}|do you stock {product}|"
     "can i buy {product} from you|i want to get {product}|i'd like to buy {product}|"
     "would you have {product}|looking to buy {product}|do you happen to have {product}|"
-    "i'm trying to find {product}",
+    "i'm trying to find {product}|"
+    "got any {product}|do you guys have {product}|i was wondering if you have {product}|"
+    "have you any {product}|could i get {product} from the shop|"
+    "you wouldn't have {product}, would you|do you keep {product}|"
+    "is {product} in stock at the moment|what do you have in the way of {product}|"
+    "i'm hoping you sell {product}|can i pick up {product} today|"
+    "does the shop sell {product}|i'd like to get hold of {product}",
     "any chance you stock {product}|are {product} something you sell",
 )
 RESERVE_YES = pool(

@@ -134,29 +134,45 @@ QUANTITY_FORMS = {1: pool("one|just one|a single one", "only one", mixed=True),
                   3: pool("three|3|three of them", "3 please", mixed=True)}  # fmt: skip
 
 PRODUCT_PHRASES: dict[str, Pool] = {
-    "101": pool("inner tubes|a city inner tube|an inner tube", "a 700c tube"),
-    "102": pool("mtb tubes|mountain bike inner tubes", "a 29 inch tube"),
-    "103": pool("a kids inner tube|small inner tubes", "a tube for a child's bike"),
-    "104": pool("a puncture repair kit|patch kits", "a patch kit"),
-    "105": pool("road tyres|a road tire|slick tyres", "road tires"),
-    "106": pool("mountain bike tyres|knobbly tires", "trail tyres"),
-    "107": pool("winter tyres|studded tires", "snow tyres"),
-    "108": pool("a front light|headlights|a usb front light", "a headlight"),
-    "109": pool("rear lights|a tail light", "a red rear light"),
-    "110": pool("a light set|front and rear lights", "a pair of lights"),
-    "111": pool("a d lock|u-locks", "a shackle lock"),
-    "112": pool("cable locks|a combination lock", "a cable lock"),
-    "113": pool("a road helmet|road helmets", "a helmet for road riding"),
-    "114": pool("a kids helmet|child helmets", "a small helmet"),
-    "115": pool("a city helmet|commuter helmets", "a commuter helmet"),
-    "116": pool("brake pads|disc brake pads", "rim brake pads"),
-    "117": pool("a bike chain|an 11 speed chain", "a new chain"),
-    "118": pool("chain lube|chain oil", "bike lubricant"),
-    "119": pool("a floor pump|a track pump", "a pump"),
-    "120": pool("a multi tool|allen keys", "a hex key set"),
-}
+    "101": pool("inner tubes|a city inner tube|an inner tube|"
+                "a spare tube|a replacement inner tube|road tubes", "a 700c tube"),
+    "102": pool("mtb tubes|mountain bike inner tubes|"
+                "a tube for my mountain bike|an mtb inner tube", "a 29 inch tube"),
+    "103": pool("a kids inner tube|small inner tubes|"
+                "a 20 inch tube|children's bike tubes", "a tube for a child's bike"),
+    "104": pool("a puncture repair kit|patch kits|"
+                "puncture patches|a repair kit for flats|tyre patches", "a patch kit"),
+    "105": pool("road tyres|a road tire|slick tyres|"
+                "racing tyres|a new front tyre|road bike tyres", "road tires"),
+    "106": pool("mountain bike tyres|knobbly tires|"
+                "off road tyres|mtb tires|gravel tyres", "trail tyres"),
+    "107": pool("winter tyres|studded tires|tyres for ice|spiked tyres", "snow tyres"),
+    "108": pool("a front light|headlights|a usb front light|"
+                "a bright bike light|a front lamp|a handlebar light", "a headlight"),
+    "109": pool("rear lights|a tail light|a back light|a rear lamp|taillights", "a red rear light"),
+    "110": pool("a light set|front and rear lights|"
+                "a set of bike lights|lights for both ends", "a pair of lights"),
+    "111": pool("a d lock|u-locks|a heavy lock|a strong bike lock|a u lock", "a shackle lock"),
+    "112": pool("cable locks|a combination lock|a coil lock|a lightweight lock", "a cable lock"),
+    "113": pool("a road helmet|road helmets|"
+                "a racing helmet|a lightweight helmet", "a helmet for road riding"),
+    "114": pool("a kids helmet|child helmets|"
+                "a helmet for my son|a toddler helmet|a youth helmet", "a small helmet"),
+    "115": pool("a city helmet|commuter helmets|"
+                "an urban helmet|a helmet for commuting", "a commuter helmet"),
+    "116": pool("brake pads|disc brake pads|"
+                "new brake pads|brake blocks|pads for my brakes", "rim brake pads"),
+    "117": pool("a bike chain|an 11 speed chain|"
+                "a replacement chain|a 10 speed chain|chains", "a new chain"),
+    "118": pool("chain lube|chain oil|wet lube|dry lube|bike oil|chain grease", "bike lubricant"),
+    "119": pool("a floor pump|a track pump|a hand pump|a mini pump|a tyre pump", "a pump"),
+    "120": pool("a multi tool|allen keys|a bike tool|a tool kit|a multitool", "a hex key set"),
+}  # fmt: skip
 assert set(PRODUCT_PHRASES) == {p.product_id for p in PRODUCTS}
-UNSTOCKED_THINGS = pool("skateboards|a bike bell|saddles|water bottles|kickstands|scooters",
+UNSTOCKED_THINGS = pool("skateboards|a bike bell|saddles|water bottles|kickstands|scooters|"
+                        "panniers|a bike rack|gloves|cycling shorts|a mirror|bar tape|pedals|"
+                        "a bottle cage|a saddle bag|a bike computer|grips|a cassette|spokes|"
+                        "a rain jacket|sunglasses|a trailer|a basket|cleats|a horn",
                         "mudguards|a phone mount")  # fmt: skip
 """Things a caller asks for that the catalogue lacks (a search finds nothing)."""
 MISSING_ITEM_IDS = pool("135|150|142|199|121", "188|176")

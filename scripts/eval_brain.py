@@ -167,10 +167,32 @@ def main() -> None:
         result["speech"] = run_engine(dlm, spoken, args.prompt_tokens)
         same_text = run_engine(dlm, _originals(steps, spoken), args.prompt_tokens)
         result["speech"]["same_examples_from_text"] = same_text["exact_tool_call"]
+        result["speech"]["by_voice"] = by_voice(dlm, spoken, pairs, args.prompt_tokens)
         result["speech"]["transcripts_sample"] = pairs[:8]
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
+
+
+def by_voice(
+    ck: Checkpoint, spoken: list[Step], pairs: list[dict[str, str]], prompt_tokens: int
+) -> dict[str, dict[str, Any]]:
+    """Per voice: the recognizer's word error rate on the caller lines and the exact tool
+    call rate from them, to tell recognition losses from the brain's."""
+    from scripts.speech_data import word_errors
+
+    out: dict[str, dict[str, Any]] = {}
+    for voice in dict.fromkeys(p["voice"] for p in pairs):
+        mine = [i for i, p in enumerate(pairs) if p["voice"] == voice]
+        errors = [word_errors(pairs[i]["said"], pairs[i]["heard"]) for i in mine]
+        report = run_engine(ck, [spoken[i] for i in mine], prompt_tokens)
+        out[voice] = {
+            "lines": len(mine),
+            "word_error_rate": _share(sum(e for e, _ in errors), sum(n for _, n in errors)),
+            "exact_tool_call": report["exact_tool_call"],
+            "calls": report["calls"],
+        }
+    return out
 
 
 def _originals(steps: list[Step], spoken: list[Step]) -> list[Step]:

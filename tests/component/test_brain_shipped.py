@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
-from engine.checkpoint import load
+from engine.checkpoint import ModelCard, load, save
 from engine.constraints import CallGrammar
 from engine.generate import Request, generate
+from engine.model import DiffusionLM
 from engine.schedule import Schedule
 from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.brain.dialogues import generate as dialogues
@@ -17,7 +23,8 @@ from voice_agent.brain.format import ANSWER_TOKENS, AgentCall
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scoring import Scorer
 
-BRAIN = Path(__file__).resolve().parents[2] / "engine" / "checkpoints" / "brain-dlm"
+ROOT = Path(__file__).resolve().parents[2]
+BRAIN = ROOT / "engine" / "checkpoints" / "brain-dlm"
 PROMPT_TOKENS = 128  # as trained (scripts/train_brain.py --prompt-tokens)
 
 pytestmark = pytest.mark.integration
@@ -44,3 +51,37 @@ def test_the_brain_answers_held_out_calls_with_valid_actions() -> None:
     # Measured on 284 held-out actions: speak-vs-call 0.88, exact call 0.42; chance is far below.
     assert report["speak_vs_call"] >= 0.7
     assert report["unparseable_answers"] <= 4
+
+
+def test_the_evaluation_script_writes_the_figures_others_rely_on(tmp_path: Path) -> None:
+    """scripts/eval_brain.py end to end on one held-out call: text, speech through TTS and
+    the ASR (both voices, with each voice's word error rate) and an AR twin (random weights
+    here; its figure is not checked, only that it is measured)."""
+    brain = load(BRAIN)
+    twin_config = replace(brain.card.config, block_size=1, d_model=32, n_layers=1, d_ff=64)
+    torch.manual_seed(0)
+    twin = ModelCard(twin_config, "autoregressive")
+    save(tmp_path / "ar", DiffusionLM(twin_config).eval(), brain.tokenizer, twin)
+    out = tmp_path / "eval.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "eval_brain.py"), "--json", str(out),
+         "--ar", str(tmp_path / "ar"), "--dialogues", "1", "--speech-examples", "4"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["dialogues"] == 1 and report["examples"] > 0
+    for key in ("exact_tool_call", "arguments", "speak_vs_call", "empty_answers"):
+        assert key in report["text"], key
+    assert report["text"]["empty_answers"] == 0
+    assert "exact_tool_call" in report["speech"] and "exact_tool_call" in report["ar_twin"]
+    voices = report["speech"]["by_voice"]
+    assert set(voices) == {"piper:joe", "espeak:en-us"}
+    assert sum(v["lines"] for v in voices.values()) == 4
+    assert all(v["word_error_rate"] >= 0.0 for v in voices.values())
+    bad = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "eval_brain.py"), "--json", str(out),
+         "--ar", str(tmp_path / "missing")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert bad.returncode != 0 and "lacks model.safetensors" in bad.stderr

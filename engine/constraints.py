@@ -175,17 +175,6 @@ class CallGrammar:
         self.digit_allowed = _digit_tokens(tok)
         self.closing = [tok.ids.eos, tok.ids.call, tok.ids.say]
         """Tokens that would end or replace a call: banned before a laid-out call."""
-        self.braces = torch.tensor(
-            [
-                "{" in text or "}" in text
-                for text in map(tok.decode, ([i] for i in range(tok.vocab_size)))
-            ],
-            dtype=torch.bool,
-        )
-        """Tokens with a brace: a call's JSON is only ever laid out after `<call>`, so
-        they are banned where the model writes freely (a small model sometimes writes a
-        call's JSON inside its reasoning, without `<call>`: an answer that is neither
-        speech nor a call)."""
         self.readbacks = [(t, lead_ids(tok, t)) for t in readbacks]
         for template in readbacks:
             keys = {slot.key for slot in self.slots.get(template.tool, [])}
@@ -655,8 +644,6 @@ class CallPlan:
             cell = self.cells.get(pos)
             if canvas[j] != mask_id:
                 continue
-            if cell is None:
-                banned[j] |= self.grammar.braces
             if cell is None and self.opened_at is not None and pos < self.opened_at:
                 banned[j, self.grammar.closing] = True  # the laid-out action stays the answer's
             elif cell is None and (not self.feasible or pos > self.last_call_start):

@@ -265,19 +265,3 @@ def test_an_enum_value_is_heard_in_any_case_and_with_or_without_its_hyphen() -> 
         assert tune_up.search(heard), heard
     assert not tune_up.search("tune the bike up") and not tune_up.search("fortune-upper")
     assert said_as_words("e-bike check").search("an E-bike check please")
-
-
-@pytest.mark.parametrize("seed", range(3))
-def test_a_calls_json_is_never_written_outside_a_call(
-    tok: TextTokenizer, grammar: CallGrammar, seed: int
-) -> None:
-    """Weights that love braces write them freely without the grammar; with it, a brace
-    appears only inside a laid-out call (never a call's JSON inside the reasoning)."""
-    brace = tok.encode("{")[0]
-    model = CallBiased(random_model(tok, seed), brace, bias=30.0)
-    free = decode(model, tok, "<bos><caller> where is order 4172<agent>")
-    assert brace in free.token_ids
-    g = decode(model, tok, "<bos><caller> where is order 4172<agent>", grammar=grammar)
-    ids = list(g.token_ids)
-    outside = ids[: ids.index(tok.ids.call)] if tok.ids.call in ids else ids
-    assert not grammar.braces[outside].any(), tok.decode(ids)

@@ -14,7 +14,9 @@ so the model sees exactly the layout the decoder imposes. While decoding:
   is placed, ending in EOS;
 * enum slots are joint choices among their allowed values; text slots allow tokens that
   cannot break a JSON string; digit slots allow digit tokens only; a `grounded` enum
-  slot chooses among the values said in the prompt when any are; a `grounded` digit slot
+  slot chooses among the values said in the prompt (or the whole call) when any are, and
+  a call right after its read-back takes the read-back's values unless the caller has
+  corrected one since (`HeardReadback`); a `grounded` digit slot
   chooses among the numbers said in the prompt (so an order number is copied whole, in
   order, never assembled from stray digits); a `grounded` text slot chooses among the
   prompt's phrases (names and queries copied whole, never invented); when a grounded slot

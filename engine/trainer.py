@@ -3,7 +3,9 @@ time budget, logging one JSON line per interval.
 
 `train(...)` continues from `out/train_state.pt` when it exists (model, optimizer, step,
 elapsed time), so a run cut short resumes where it stopped; the learning rate follows a
-warm-up then a cosine over the time budget.
+warm-up then a cosine over the time budget. `seed_state(...)` writes such a file from
+weights alone (a shipped float16 checkpoint, say), so training continues from them with a
+fresh optimizer.
 """
 
 from __future__ import annotations
@@ -75,9 +77,12 @@ def train(
     if state_path.is_file():
         saved = torch.load(state_path, map_location=device)
         model.load_state_dict(saved["model"])
-        opt.load_state_dict(saved["opt"])
+        fresh = saved.get("opt") is None
+        if not fresh:
+            opt.load_state_dict(saved["opt"])
         step, elapsed_s = saved["step"], saved["elapsed_s"]
-        log(json.dumps({"resumed_at_step": step, "elapsed_s": round(elapsed_s)}))
+        log(json.dumps({"resumed_at_step": step, "elapsed_s": round(elapsed_s),
+                        "optimizer": "fresh" if fresh else "restored"}))  # fmt: skip
     budget_s = settings.minutes * 60
     rng = random.Random(settings.seed + step)
     gen = torch.Generator(device=device).manual_seed(settings.seed + step)
@@ -117,6 +122,21 @@ def train(
     save_state()
     model.eval()
     return TrainResult(step, round((time.monotonic() - t_start) / 60, 1), loss_value)
+
+
+def seed_state(out: Path, model: DiffusionLM, step: int, elapsed_s: float) -> Path:
+    """Write `out/train_state.pt` holding `model`'s weights in float32 and no optimizer
+    state, at `step` and `elapsed_s` (so the schedule goes on where those left it); refuses
+    to overwrite a state a run already left there."""
+    if step < 0 or elapsed_s < 0:
+        raise ValueError(f"step ({step}) and elapsed_s ({elapsed_s}) must not be negative")
+    path = out / "train_state.pt"
+    if path.exists():
+        raise FileExistsError(f"{path} exists: a run there resumes from it")
+    out.mkdir(parents=True, exist_ok=True)
+    weights = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
+    torch.save({"model": weights, "opt": None, "step": step, "elapsed_s": elapsed_s}, path)
+    return path
 
 
 def _to(batch: Batch, device: str) -> Batch:

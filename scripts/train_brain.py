@@ -7,7 +7,9 @@
 Data: `--dialogues` simulated calls of the train split (voice_agent/brain/dialogues.py,
 deterministic per seed), one example per agent action; examples that do not fit the
 window or the call grammar are dropped and counted. Resumable: rerun with the same
---out to continue from `train_state.pt`. Ends by scoring held-out examples and writing
+--out to continue from `train_state.pt`; `--init DIR` continues a checkpoint folder instead
+(the shipped float16 one, say: its weights, its card's steps and minutes, a fresh
+optimizer), when --out holds no train state yet. Ends by scoring held-out examples and writing
 the checkpoint (safetensors + tokenizer + model card with data, size, time, figures).
 """
 
@@ -25,13 +27,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.checkpoint import Checkpoint, ModelCard, save
+from engine.checkpoint import Checkpoint, ModelCard, load, save
 from engine.config import preset
 from engine.constraints import CallGrammar
 from engine.model import DiffusionLM
 from engine.tokenizer import TextTokenizer
 from engine.train import Example
-from engine.trainer import TrainSettings, train
+from engine.trainer import TrainSettings, seed_state, train
 from scripts.eval_brain import run_ar, run_engine
 from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.brain.dialogues import Example as Step
@@ -79,6 +81,9 @@ def main() -> None:
     p.add_argument("--kind", choices=["diffusion", "autoregressive"], default="diffusion")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--tokenizer", type=Path, help="reuse this tokenizer.json (the twin's)")
+    p.add_argument(
+        "--init", type=Path, help="continue this checkpoint folder (when --out has no train state)"
+    )
     p.add_argument("--preset", default="tiny")
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--vocab", type=int, default=2048)
@@ -100,6 +105,14 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     log = lambda line: print(line, flush=True)  # noqa: E731
 
+    init = None
+    if args.init:
+        try:
+            init = load(args.init)
+        except (FileNotFoundError, ValueError) as exc:
+            p.error(f"--init: {exc}")
+        if init.card.kind != args.kind:
+            p.error(f"--init {args.init} holds a {init.card.kind} model, not {args.kind}")
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     steps = steps_of(TRAIN_SEED, args.dialogues, Split.TRAIN)
@@ -109,6 +122,8 @@ def main() -> None:
         tok = TextTokenizer.load(args.tokenizer)
     elif (args.out / "tokenizer.json").is_file():
         tok = TextTokenizer.load(args.out / "tokenizer.json")
+    elif init is not None:
+        tok = init.tokenizer
     else:
         tok = TextTokenizer.train(texts, vocab_size=args.vocab)
     tok.save(args.out / "tokenizer.json")
@@ -120,8 +135,19 @@ def main() -> None:
 
     block = 1 if args.kind == "autoregressive" else args.block_size
     config = preset(args.preset, tok.vocab_size, block_size=block, max_seq_len=WINDOW)
+    if init is not None:
+        config, block = init.card.config, init.card.config.block_size
+        if tok.tokenizer.get_vocab() != init.tokenizer.tokenizer.get_vocab():
+            p.error(f"--init {args.init} was trained with another tokenizer than the one "
+                    f"given or found in {args.out}")  # fmt: skip
     torch.manual_seed(TRAIN_SEED)
     model = DiffusionLM(config)
+    if init is not None and not (args.out / "train_state.pt").is_file():
+        done = init.card.metrics
+        seed_state(args.out, init.model, int(done.get("steps", 0)),
+                   float(done.get("train_minutes", 0.0)) * 60)  # fmt: skip
+        log(json.dumps({"init": str(args.init), "steps": done.get("steps", 0),
+                        "train_minutes": done.get("train_minutes", 0.0)}))  # fmt: skip
     settings = TrainSettings(args.kind, args.minutes, args.batch, args.lr, args.max_steps,
                              TRAIN_SEED, args.device)  # fmt: skip
     result = train(model, examples, tok.ids, args.out, settings, log=log)
@@ -143,6 +169,8 @@ def main() -> None:
     }
     notes = (f"bike-shop calls from voice_agent/brain/dialogues.py: {args.dialogues} train "
              f"dialogues (seed {TRAIN_SEED}), {args.preset} preset, block {block}")  # fmt: skip
+    if init is not None:
+        notes += f"; continued from {args.init} ({init.card.notes})"
     card = ModelCard(config, args.kind, data_hash, metrics, notes=notes)
     save(args.out, model, tok, card)
     log(json.dumps({"final": metrics}))

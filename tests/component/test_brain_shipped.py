@@ -85,3 +85,32 @@ def test_the_evaluation_script_writes_the_figures_others_rely_on(tmp_path: Path)
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert bad.returncode != 0 and "lacks model.safetensors" in bad.stderr
+
+
+def test_training_continues_the_shipped_brain(tmp_path: Path) -> None:
+    """scripts/train_brain.py --init: the shipped float16 weights, their card's step count
+    and minutes, a fresh optimizer; two more steps, then a card that says what it went on
+    from. A wrong --init is a clear error before any work."""
+    script = str(ROOT / "scripts" / "train_brain.py")
+    shipped = load(BRAIN).card.metrics
+    out = tmp_path / "go-on"
+    done = subprocess.run(
+        [sys.executable, script, "--init", str(BRAIN), "--out", str(out), "--dialogues", "2",
+         "--minutes", str(shipped["train_minutes"] + 30), "--max-steps",
+         str(shipped["steps"] + 2), "--eval-examples", "4", "--threads", "1", "--device", "cpu"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    resumed = next(line for line in lines if "resumed_at_step" in line)
+    assert (resumed["resumed_at_step"], resumed["optimizer"]) == (shipped["steps"], "fresh")
+    card = load(out).card
+    assert card.metrics["steps"] == shipped["steps"] + 2
+    assert f"continued from {BRAIN}" in card.notes
+    for argv, says in (
+        (["--kind", "autoregressive", "--init", str(BRAIN)], "holds a diffusion model"),
+        (["--init", str(tmp_path / "missing")], "lacks model.safetensors"),
+    ):
+        bad = subprocess.run([sys.executable, script, "--out", str(tmp_path / "bad"), *argv],
+                             capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        assert bad.returncode == 2 and says in bad.stderr, bad.stderr[-500:]

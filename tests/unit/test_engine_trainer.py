@@ -14,7 +14,7 @@ from engine.model import DiffusionLM
 from engine.synthetic import TOOLS, make_examples
 from engine.tokenizer import TextTokenizer
 from engine.train import Example, autoregressive_loss, collate, diffusion_loss
-from engine.trainer import TrainSettings, train
+from engine.trainer import TrainSettings, seed_state, train
 
 
 @pytest.fixture(scope="module")
@@ -67,3 +67,38 @@ def test_a_run_resumes_where_it_stopped(
     assert result.steps == 7
     with pytest.raises(ValueError, match="no training examples"):
         train(second, [], tok.ids, tmp_path, TrainSettings("diffusion", 1.0))
+
+
+def test_a_run_continues_from_weights_alone(
+    tmp_path: Path, data: tuple[TextTokenizer, list[Example]]
+) -> None:
+    """`seed_state` turns shipped weights (float16 here) into a train state: training goes
+    on from them, at their step, with a fresh optimizer, and lowers the loss further."""
+    tok, examples = data
+    trained = model_for(tok, 8)
+    train(trained, examples, tok.ids, tmp_path / "a",
+          TrainSettings("diffusion", 5.0, 8, lr=3e-3, max_steps=20, warmup_steps=1),
+          log=lambda _: None)  # fmt: skip
+    shipped = trained.half()
+    seed_state(tmp_path / "b", shipped, step=20, elapsed_s=30.0)
+    with pytest.raises(FileExistsError, match="resumes from it"):
+        seed_state(tmp_path / "b", shipped, step=20, elapsed_s=30.0)
+    with pytest.raises(ValueError, match="must not be negative"):
+        seed_state(tmp_path / "c", shipped, step=-1, elapsed_s=0.0)
+    go_on = model_for(tok, 8)  # fresh weights: the seeded state must restore them
+    lines: list[str] = []
+    train(go_on, examples, tok.ids, tmp_path / "b",
+          TrainSettings("diffusion", 5.0, 8, lr=3e-3, max_steps=20, warmup_steps=1),
+          log=lines.append)  # fmt: skip
+    first = json.loads(lines[0])
+    assert (first["resumed_at_step"], first["optimizer"]) == (20, "fresh")
+    assert held_loss(go_on, tok, examples, "diffusion") == pytest.approx(
+        held_loss(trained.float(), tok, examples, "diffusion"), rel=0.02
+    )  # max_steps reached: no step taken, the weights are the shipped ones
+    result = train(go_on, examples, tok.ids, tmp_path / "b",
+                   TrainSettings("diffusion", 5.0, 8, lr=3e-3, max_steps=45, warmup_steps=1),
+                   log=lambda _: None)  # fmt: skip
+    assert result.steps == 45
+    assert held_loss(go_on, tok, examples, "diffusion") < held_loss(
+        trained.float(), tok, examples, "diffusion"
+    )

@@ -72,6 +72,7 @@ def train(
     model.to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, betas=(0.9, 0.95),
                             weight_decay=0.01)  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
     state_path = out / "train_state.pt"
     step, elapsed_s = 0, 0.0
     if state_path.is_file():

@@ -15,7 +15,7 @@ from engine.schedule import Effort
 from engine.tokenizer import TextTokenizer
 from scripts import make_dialogues
 from tools.bike_shop.results import ToolErrorKind
-from tools.bike_shop.schemas import ARGUMENT_MODELS
+from tools.bike_shop.schemas import ARGUMENT_MODELS, DAY_SAID_AS
 from voice_agent.brain import callers, lexicon, lines
 from voice_agent.brain.dialogues import Dialogue, Intent, fits, generate
 from voice_agent.brain.format import AgentCall, AgentSay, CallerTurn, ToolResultTurn
@@ -151,6 +151,29 @@ def test_multi_turn_slot_filling_and_asr_style_callers(train: list[Dialogue]) ->
     assert any(re.search(r"\b(um|uh)\b", t.lower()) for t in caller)
     assert any(re.search(r"\d[ -]\d[ -]\d", t) for t in caller)  # digits read one by one
     assert len(set(caller)) > 0.7 * len(caller)  # lines rarely repeat
+
+
+def test_a_weekday_next_week_is_labelled_as_said_and_held_out(
+    train: list[Dialogue], heldout: list[Dialogue]
+) -> None:
+    """ "friday next week" is never labelled "next friday" (on a Monday those are eleven
+    and four days away), and the value is held out of training."""
+    next_week = {v: re.compile(p, re.I) for v, p in DAY_SAID_AS.items()}
+    labelled: Counter[str] = Counter()
+    for split, dialogues in ((Split.TRAIN, train), (Split.HELDOUT, heldout)):
+        for d in dialogues:
+            said = [t.text for t in d.turns if isinstance(t, CallerTurn)]
+            for call in (t for t in d.turns if isinstance(t, AgentCall)):
+                day = str(call.arguments.get("day", ""))
+                if day in next_week:
+                    labelled[split.value] += 1
+                    assert any(next_week[day].search(text) for text in said), (day, said)
+                elif day.startswith("next "):
+                    weekday = day.removeprefix("next ")
+                    assert not any(next_week[f"{weekday} next week"].search(text)
+                                   for text in said), (day, said)  # fmt: skip
+    assert labelled[Split.HELDOUT.value] > 0
+    assert labelled[Split.TRAIN.value] == 0
 
 
 def test_script_writes_json_lines_and_rejects_bad_input(

@@ -47,11 +47,34 @@ def test_day_words_on_a_sunday_cross_the_week(words: str, expected: date) -> Non
     assert resolve_day(words, SUNDAY) == expected
 
 
+@pytest.mark.parametrize(
+    ("words", "today", "expected"),
+    [
+        ("friday next week", MONDAY, date(2025, 6, 13)),  # not "next friday", the 6th
+        ("Friday, next week", MONDAY, date(2025, 6, 13)),
+        ("on friday of next week", MONDAY, date(2025, 6, 13)),
+        ("next week on friday", MONDAY, date(2025, 6, 13)),
+        ("monday next week", MONDAY, date(2025, 6, 9)),
+        ("monday next week", SUNDAY, date(2025, 6, 9)),  # weeks run Monday to Sunday
+        ("sunday next week", SUNDAY, date(2025, 6, 15)),
+        ("wednesday next week", date(2025, 6, 6), date(2025, 6, 11)),  # from a Friday
+    ],
+)
+def test_a_weekday_next_week_is_in_the_next_calendar_week(
+    words: str, today: date, expected: date
+) -> None:
+    assert resolve_day(words, today) == expected
+    assert expected.isocalendar().week == today.isocalendar().week + 1
+
+
 def test_tomorrow_crosses_month_and_year() -> None:
     assert resolve_day("tomorrow", date(2025, 12, 31)) == date(2026, 1, 1)
 
 
-@pytest.mark.parametrize("words", ["someday", "next week", "fri", "", "yesterday"])
+@pytest.mark.parametrize(
+    "words",
+    ["someday", "next week", "fri", "", "yesterday", "friday next month", "next week friday on"],
+)
 def test_unknown_day_words_raise(words: str) -> None:
     with pytest.raises(ValueError, match="unknown day"):
         resolve_day(words, MONDAY)

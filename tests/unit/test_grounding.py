@@ -166,6 +166,25 @@ def test_a_day_said_inside_a_longer_one_is_not_heard_alone(tok: TextTokenizer) -
     assert {a["day"] for a in calls(tok, "opening_hours", prompt)} == {"next monday"}
 
 
+@pytest.mark.parametrize(
+    ("said", "days"),
+    [
+        ("Friday next week, please.", {"friday next week"}),
+        ("um on friday of next week", {"friday next week"}),
+        ("next week on Tuesday if you can", {"tuesday next week"}),
+        ("next friday please", {"next friday"}),
+        ("friday or monday next week", {"friday", "monday next week"}),
+        ("sometime next week", set()),
+    ],
+)
+def test_a_weekday_next_week_is_heard_whole_and_never_as_next_friday(
+    tok: TextTokenizer, said: str, days: set[str]
+) -> None:
+    grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS)
+    slot = next(s for s in grammar.slots["check_availability"] if s.key == "day")
+    assert _said_in(slot, said) == days
+
+
 def test_a_name_is_never_a_number_or_a_day_time_or_service_word(tok: TextTokenizer) -> None:
     prompt = f"{C} a brake check tomorrow at 10, two of us. my name is anna berg"
     closed = {"brake", "check", "brake check", "tomorrow", "10", "two", "of", "us"}

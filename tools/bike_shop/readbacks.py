@@ -15,7 +15,8 @@ RELATIVE_DAYS = ("today", "tomorrow")
 
 
 def on_day(day: str) -> str:
-    """A `schemas.Day` value as the agent says it: "tomorrow", "on friday", "next friday"."""
+    """A `schemas.Day` value as the agent says it: "tomorrow", "on friday", "next friday",
+    "on friday next week"."""
     return day if day in RELATIVE_DAYS or day.startswith("next ") else f"on {day}"
 
 

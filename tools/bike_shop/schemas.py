@@ -7,7 +7,8 @@ denoises values, so every field here is written to be decodable under its constr
   words, half-hour start times, transfer reasons; day words and services are also
   `grounded` (`_heard()`): when the conversation names one or more of the values, the
   choice is among those (a caller's "Friday" is never decoded as "tomorrow"; a service
-  also by its head words, `SERVICE_SAID_AS`: "puncture" names a flat repair), else among
+  also by its head words, `SERVICE_SAID_AS`: "puncture" names a flat repair; "friday of
+  next week" names friday next week, `DAY_SAID_AS`), else among
   all (the caller may have used a synonym); a booking's start time
   too, said as "half past nine", "9.30" or "at 2" (`_time_said_as`);
 * numbers read out by the caller (order numbers) and ids copied from a tool result
@@ -32,6 +33,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tools.bike_shop.catalogue import WEEKDAYS
 from tools.bike_shop.timewords import NUMBER_WORDS
 
 Service = Literal[
@@ -63,8 +65,18 @@ Day = Literal[
     "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
     "next monday", "next tuesday", "next wednesday", "next thursday", "next friday",
     "next saturday", "next sunday",
+    "monday next week", "tuesday next week", "wednesday next week", "thursday next week",
+    "friday next week", "saturday next week", "sunday next week",
 ]  # fmt: skip
-"""Day words as a caller says them; `timewords.resolve_day` turns them into dates."""
+"""Day words as a caller says them; `timewords.resolve_day` turns them into dates. "next
+friday" is the first Friday after today; "friday next week" is the Friday of next
+calendar week: on a Monday they are four days and eleven days away."""
+
+DAY_SAID_AS: dict[str, str] = {
+    f"{d} next week": rf"\b{d},? (?:of )?next week\b|\bnext week,? on {d}\b" for d in WEEKDAYS
+}
+"""Other ways to say a "... next week" day ("friday of next week", "next week on friday"),
+so its grounding never falls back to the bare weekday inside them."""
 
 SlotTime = Literal[
     "09:00", "09:30", "10:00", "10:30", "11:00", "11:30", "12:00", "12:30", "13:00",
@@ -163,7 +175,7 @@ class ToolArgs(BaseModel):
 class CheckAvailability(ToolArgs):
     """Free start times for a service on a day."""
 
-    day: Day = _heard()
+    day: Day = _heard(DAY_SAID_AS)
     service: Service = _heard(SERVICE_SAID_AS)
 
 
@@ -171,7 +183,7 @@ class BookService(ToolArgs):
     """Book a workshop service; a retried identical booking is not duplicated."""
 
     name: str = _grounded(NAME_TOKENS, distinct=True, person_name=True)
-    day: Day = _heard()
+    day: Day = _heard(DAY_SAID_AS)
     time: SlotTime = _heard({t: _time_said_as(t) for t in get_args(SlotTime)})
     service: Service = _heard(SERVICE_SAID_AS)
 
@@ -180,7 +192,7 @@ class CancelBooking(ToolArgs):
     """Cancel the caller's bookings on a day."""
 
     name: str = _grounded(NAME_TOKENS, distinct=True, person_name=True)
-    day: Day = _heard()
+    day: Day = _heard(DAY_SAID_AS)
 
 
 class OrderStatus(ToolArgs):
@@ -206,7 +218,7 @@ class ReserveProduct(ToolArgs):
 class OpeningHours(ToolArgs):
     """Opening hours on a day."""
 
-    day: Day = _heard()
+    day: Day = _heard(DAY_SAID_AS)
 
 
 class TransferToHuman(ToolArgs):

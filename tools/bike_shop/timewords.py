@@ -2,7 +2,9 @@
 
 Days: "today", "tomorrow", "the day after tomorrow", a weekday ("friday": the next
 Friday on or after today), "this friday" (the same), "next friday" (the first Friday
-strictly after today: on a Friday it means a week later). A leading "on" is ignored.
+strictly after today: on a Friday it means a week later), "friday next week" (the Friday
+of the next calendar week, Monday to Sunday: on a Monday eleven days away, on a Sunday
+five; also "friday of next week", "next week on friday"). A leading "on" is ignored.
 
 Times: "15:30", "3:30 pm", "3 pm", "3pm", "noon", "midday", "half past three",
 "quarter past three", "quarter to four", "three o'clock", "three thirty", "3". A bare hour
@@ -42,6 +44,8 @@ MERIDIEM_SUFFIXES = {
 }  # fmt: skip
 FRACTIONS = {"quarter past": 15, "half past": 30, "quarter to": -15}
 
+_WEEKDAY = "(?:" + "|".join(WEEKDAYS) + ")"
+_NEXT_WEEK = re.compile(rf"(?P<a>{_WEEKDAY}),? (?:of )?next week|next week,? on (?P<b>{_WEEKDAY})")
 _CLOCK = re.compile(r"^(\d{1,2})(?::(\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?$")
 
 
@@ -59,6 +63,11 @@ def resolve_day(words: str, today: date) -> date:
         return today + timedelta(days=1)
     if text in ("the day after tomorrow", "day after tomorrow"):
         return today + timedelta(days=2)
+    next_week = _NEXT_WEEK.fullmatch(text)
+    if next_week:
+        weekday = next_week["a"] or next_week["b"]
+        monday_next_week = today + timedelta(days=DAYS_PER_WEEK - today.weekday())
+        return monday_next_week + timedelta(days=WEEKDAYS.index(weekday))
     strictly_after = text.startswith("next ")
     text = text.removeprefix("next ").removeprefix("this ")
     if text not in WEEKDAYS:

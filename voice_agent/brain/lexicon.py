@@ -54,13 +54,18 @@ DAY_FORMS: dict[str, Pool] = {
     "tomorrow": pool("tomorrow|tomorrow please|sometime tomorrow", "for tomorrow", mixed=True),
 }
 WEEKDAY_FORMS = pool("{d}|on {d}|this {d}|{d} please", "this coming {d}|for {d}", mixed=True)
-NEXT_WEEKDAY_FORMS = pool("next {d}|on next {d}", "{d} next week", mixed=True)
+NEXT_WEEKDAY_FORMS = pool("next {d}|on next {d}")
+NEXT_WEEK_FORMS = pool("{d} next week|on {d} next week|{d} of next week|next week on {d}")
+"""Forms of the held-out "friday next week" values (never "next friday": on a Monday that
+is this week's Friday, `timewords.resolve_day`)."""
 
 
 def day_form(rng: random.Random, split: Split, day: str) -> str:
     """How a caller says a `schemas.Day` value."""
     if day in DAY_FORMS:
         return DAY_FORMS[day].pick(rng, split)
+    if day.endswith(" next week"):
+        return NEXT_WEEK_FORMS.pick(rng, split).replace("{d}", day.removesuffix(" next week"))
     if day.startswith("next "):
         return NEXT_WEEKDAY_FORMS.pick(rng, split).replace("{d}", day.removeprefix("next "))
     return WEEKDAY_FORMS.pick(rng, split).replace("{d}", day)

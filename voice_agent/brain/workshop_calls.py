@@ -19,6 +19,7 @@ from tools.bike_shop.timewords import parse_slot
 from voice_agent.brain import callers, lexicon, lines
 from voice_agent.brain.dialogues import Intent, Sim, Thought
 from voice_agent.brain.phrases import phrases
+from voice_agent.brain.phrasing import Split
 
 SERVICES: tuple[str, ...] = get_args(Service)
 SLOT_TIMES: tuple[str, ...] = get_args(SlotTime)
@@ -28,6 +29,8 @@ OFFERED_TIMES_SPOKEN = 3
 TWISTS = ("none", "none", "none", "full", "taken", "closed", "bad_time", "past",
           "change_time", "change_day", "fix_name", "hangup")  # fmt: skip
 MIN_HOUR_FOR_PAST = 11
+NEXT_WEEK_SHARE = 1 / 3
+"""Of the held-out split's "next ..." days, the share said as "friday next week"."""
 
 CHECK = Thought("check free times", "No time yet, so check which times are free that day.")
 OFFER = Thought("offer the times", "Read out the free times and let the caller pick one.")
@@ -52,13 +55,19 @@ def day_word(s: Sim, days_ahead: int) -> str | None:
 
 
 def pick_day(s: Sim) -> str:
+    """A day a caller asks for. "friday next week" is a held-out value: only the held-out
+    split draws it (so the training split's random stream is what it always was)."""
     roll = s.rng.random()
     weekday = s.rng.choice(WEEKDAYS)
     if roll < 0.1:
         return "today"
     if roll < 0.35:
         return "tomorrow"
-    return weekday if roll < 0.8 else f"next {weekday}"
+    if roll < 0.8:
+        return weekday
+    if s.split is Split.HELDOUT and s.rng.random() < NEXT_WEEK_SHARE:
+        return f"{weekday} next week"
+    return f"next {weekday}"
 
 
 def offered_day(s: Sim, error: ToolError) -> str | None:

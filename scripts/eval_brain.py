@@ -6,9 +6,12 @@ Text: every agent action of `--dialogues` held-out calls (templates and values n
 seen in training), decoded by the engine with constrained tool calls, scored against
 the gold action (voice_agent/brain/scoring.py). Speech: for `--speech-examples` of those
 actions, the caller's last line is synthesized (piper's joe voice and espeak-ng in
-turn), sent through the phone path (8 kHz μ-law) and Whisper tiny.en, and the transcript
+turn), sent through the phone path (8 kHz μ-law) and Whisper (`--asr`, tiny.en as the
+pipeline's default, or base), and the transcript
 replaces the line before the brain answers: the accuracy a caller experiences. The AR
-twin answers the same text prompts, decoding freely. Confidence: how often the engine's
+twin answers the same text prompts, decoding freely; so does the diffusion model once
+more without the engine's grammar and grounding (`text_unconstrained`), the like-for-like
+comparison of the two models. Confidence: how often the engine's
 lowest committed confidence falls under 0.5 (the agent would ask the caller to repeat)
 and whether those answers were in fact wrong.
 """
@@ -21,7 +24,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -40,6 +43,9 @@ from voice_agent.brain.dialogues import generate as dialogues
 from voice_agent.brain.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError, call_sources
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scoring import Scorer
+from voice_agent.hearing.models import ASR_MODELS
+
+AsrModel = Literal["tiny.en", "base"]
 
 ROOT = Path(__file__).resolve().parent.parent
 EVAL_SEED = 2
@@ -60,11 +66,19 @@ def _share(n: int, d: int) -> float | None:
 
 
 def run_engine(
-    ck: Checkpoint, steps: list[Step], prompt_tokens: int, unsure_below: float = 0.5
+    ck: Checkpoint,
+    steps: list[Step],
+    prompt_tokens: int,
+    unsure_below: float = 0.5,
+    *,
+    constrained: bool = True,
 ) -> dict[str, Any]:
     """Decode and score `steps`. An answer whose least confident committed token is under
-    `unsure_below` counts as one where the agent would ask the caller to repeat."""
-    tok, grammar = ck.tokenizer, CallGrammar(ck.tokenizer, ARGUMENT_MODELS, READBACKS)
+    `unsure_below` counts as one where the agent would ask the caller to repeat. Without
+    `constrained`, the model writes its calls freely (no grammar, no grounding), as the
+    AR twin does: the like-for-like comparison of the two models."""
+    tok = ck.tokenizer
+    grammar = CallGrammar(tok, ARGUMENT_MODELS, READBACKS) if constrained else None
     scorer = Scorer(ARGUMENT_MODELS)
     latencies, forwards, decided = [], 0, 0
     unsure = unsure_wrong = confident_wrong = 0
@@ -73,7 +87,8 @@ def run_engine(
         if ids is None:
             continue
         schedule = Schedule(threshold=0.9, max_new_tokens=ANSWER_TOKENS, effort=step.effort)
-        request = Request(ids, schedule, grammar=grammar, sources=call_sources(step.history))
+        sources = call_sources(step.history) if constrained else None
+        request = Request(ids, schedule, grammar=grammar, sources=sources)
         g = generate(ck.model, tok.ids, request, time.monotonic)
         right = scorer.add(step, tok.decode(g.token_ids))
         if g.min_confidence < unsure_below:
@@ -109,14 +124,16 @@ def run_ar(ck: Checkpoint, steps: list[Step], prompt_tokens: int) -> dict[str, A
     return scorer.report()
 
 
-def heard(steps: list[Step], limit: int) -> tuple[list[Step], list[dict[str, str]]]:
+def heard(
+    steps: list[Step], limit: int, asr: AsrModel = "tiny.en"
+) -> tuple[list[Step], list[dict[str, str]]]:
     """The first `limit` steps whose last turn is the caller's, with that line replaced by
-    what Whisper tiny.en hears of it over the phone."""
+    what Whisper (`asr`) hears of it over the phone."""
     from scripts.speech_data import phone, synthesize, trim
     from voice_agent.audio import resample
     from voice_agent.hearing.asr import AsrConfig, decode, load_whisper
 
-    config = AsrConfig(model="tiny.en")
+    config = AsrConfig(model=asr)
     model = load_whisper(config)
     out, pairs = [], []
     for step in steps:
@@ -146,6 +163,7 @@ def main() -> None:
     p.add_argument("--speech-examples", type=int, default=60)
     p.add_argument("--prompt-tokens", type=int, default=128)
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--asr", choices=ASR_MODELS, default="tiny.en", help="Whisper model")
     args = p.parse_args()
     if args.dialogues < 1 or args.speech_examples < 0:
         p.error("--dialogues must be positive and --speech-examples not negative")
@@ -160,11 +178,12 @@ def main() -> None:
         "dialogues": args.dialogues,
         "examples": len(steps),
         "text": run_engine(dlm, steps, args.prompt_tokens),
+        "text_unconstrained": run_engine(dlm, steps, args.prompt_tokens, constrained=False),
         "ar_twin": run_ar(ar, steps, args.prompt_tokens),
     }
     if args.speech_examples:
-        spoken, pairs = heard(steps, args.speech_examples)
-        result["speech"] = run_engine(dlm, spoken, args.prompt_tokens)
+        spoken, pairs = heard(steps, args.speech_examples, args.asr)
+        result["speech"] = {"asr": args.asr, **run_engine(dlm, spoken, args.prompt_tokens)}
         same_text = run_engine(dlm, _originals(steps, spoken), args.prompt_tokens)
         result["speech"]["same_examples_from_text"] = same_text["exact_tool_call"]
         result["speech"]["by_voice"] = by_voice(dlm, spoken, pairs, args.prompt_tokens)

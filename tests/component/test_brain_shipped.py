@@ -75,6 +75,9 @@ def test_the_evaluation_script_writes_the_figures_others_rely_on(tmp_path: Path)
         assert key in report["text"], key
     assert report["text"]["empty_answers"] == 0
     assert "exact_tool_call" in report["speech"] and "exact_tool_call" in report["ar_twin"]
+    assert report["speech"]["asr"] == "tiny.en"
+    free = report["text_unconstrained"]  # the like-for-like twin of the AR figure
+    assert free["answers"] == report["text"]["answers"] == report["ar_twin"]["answers"]
     voices = report["speech"]["by_voice"]
     assert set(voices) == {"piper:joe", "espeak:en-us"}
     assert sum(v["lines"] for v in voices.values()) == 4
@@ -85,6 +88,12 @@ def test_the_evaluation_script_writes_the_figures_others_rely_on(tmp_path: Path)
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert bad.returncode != 0 and "lacks model.safetensors" in bad.stderr
+    bad = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "eval_brain.py"), "--json", str(out),
+         "--asr", "large"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "invalid choice: 'large'" in bad.stderr
 
 
 def test_training_continues_the_shipped_brain(tmp_path: Path) -> None:

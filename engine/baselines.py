@@ -4,7 +4,10 @@
   cache, every step forwards the whole sequence, a fixed number of tokens committed per
   step (the most confident), semi-autoregressive over blocks;
 * `autoregressive`: the AR twin (same weights class, causal mask) with a KV cache, one
-  token per forward.
+  token per forward;
+* `CausalStepper`: the AR twin behind the engine's own decoder (`engine.generate`, blocks of
+  one token), so it decodes under the same call grammar and grounding as the diffusion
+  model: the like-for-like comparison of the two with the engine's constraints.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from torch import Tensor, nn
 
 from engine.generate import FinishReason, Generation
 from engine.masks import PROMPT_BLOCK, block_diffusion_mask, causal_mask
@@ -185,3 +189,50 @@ def autoregressive_batch(
         Generation(tuple(a), f, False, r, len(a) + (f is FinishReason.EOS), e or 0.0)
         for a, f, e, r in zip(answers, finish, ended, row_forwards, strict=True)
     ]
+
+
+class CausalStepper(nn.Module):
+    """The AR twin as the engine's decoder expects a model: each forward writes the fresh
+    committed tokens to the cache under a causal mask and returns, as the logits of the
+    one-token canvas, the next-token prediction of the last of them (or of the last ones
+    seen, when a step brings none). With block size 1 and at least one token committed per
+    step, `engine.generate` then decodes greedily, and a `CallPlan` places and restricts
+    tokens exactly as it does for the diffusion model (an enum slot is chosen from the
+    logits of its first token). One request at a time."""
+
+    def __init__(self, model: DiffusionLM) -> None:
+        if model.config.block_size != 1:
+            raise ValueError(f"not an AR twin: block size {model.config.block_size}, not 1")
+        super().__init__()
+        self.model = model
+        self.config = model.config
+        self._last: Tensor | None = None
+
+    def forward(
+        self,
+        tokens: Tensor,
+        positions: Tensor,
+        mask: Tensor,
+        cache: KVCache | None = None,
+        past_len: int = 0,
+        write: Tensor | None = None,
+    ) -> Tensor:
+        if tokens.shape[0] != 1 or cache is None or write is None:
+            raise ValueError("CausalStepper decodes one request at a time, with a cache")
+        fresh = int(write[0].sum())
+        if fresh:
+            past = int(cache.lengths[0])
+            seen = torch.ones(fresh, past, dtype=torch.bool, device=tokens.device)
+            causal = torch.ones(fresh, fresh, dtype=torch.bool, device=tokens.device).tril()
+            logits = self.model(
+                tokens[:, :fresh],
+                positions[:, :fresh],
+                torch.cat([seen, causal], 1)[None, None],
+                cache,
+                past,
+                write[:, :fresh],
+            )
+            self._last = logits[:, -1:]
+        if self._last is None:
+            raise ValueError("the first forward of a request must bring its prompt")
+        return self._last.clone()  # callers may edit logits in place

@@ -9,11 +9,12 @@ actions, the caller's last line is synthesized (piper's joe voice and espeak-ng 
 turn), sent through the phone path (8 kHz μ-law) and Whisper (`--asr`, tiny.en as the
 pipeline's default, or base), and the transcript
 replaces the line before the brain answers: the accuracy a caller experiences. The AR
-twin answers the same text prompts, decoding freely; so does the diffusion model once
-more without the engine's grammar and grounding (`text_unconstrained`), the like-for-like
-comparison of the two models. Confidence: how often the engine's
-lowest committed confidence falls under 0.5 (the agent would ask the caller to repeat)
-and whether those answers were in fact wrong.
+twin answers the same text prompts through the same engine decoder, grammar and grounding
+(`ar_twin`, `engine.baselines.CausalStepper`: blocks of one token), and both models once
+more decoding freely, with no grammar or grounding (`ar_twin_unconstrained`,
+`text_unconstrained`): two like-for-like comparisons of the two models. Confidence: how
+often the engine's lowest committed confidence falls under 0.5 (the agent would ask the
+caller to repeat) and whether those answers were in fact wrong.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.baselines import autoregressive
+from engine.baselines import CausalStepper, autoregressive
 from engine.checkpoint import Checkpoint, load
 from engine.constraints import CallGrammar
 from engine.generate import Request, generate
@@ -113,6 +114,11 @@ def run_engine(
     return report
 
 
+def stepped(ck: Checkpoint) -> Checkpoint:
+    """The AR twin behind the engine's decoder (`CausalStepper`)."""
+    return replace(ck, model=CausalStepper(ck.model))  # type: ignore[arg-type]
+
+
 def run_ar(ck: Checkpoint, steps: list[Step], prompt_tokens: int) -> dict[str, Any]:
     scorer = Scorer(ARGUMENT_MODELS)
     for step in steps:
@@ -179,7 +185,8 @@ def main() -> None:
         "examples": len(steps),
         "text": run_engine(dlm, steps, args.prompt_tokens),
         "text_unconstrained": run_engine(dlm, steps, args.prompt_tokens, constrained=False),
-        "ar_twin": run_ar(ar, steps, args.prompt_tokens),
+        "ar_twin": run_engine(stepped(ar), steps, args.prompt_tokens),
+        "ar_twin_unconstrained": run_ar(ar, steps, args.prompt_tokens),
     }
     if args.speech_examples:
         spoken, pairs = heard(steps, args.speech_examples, args.asr)

@@ -76,8 +76,9 @@ def test_the_evaluation_script_writes_the_figures_others_rely_on(tmp_path: Path)
     assert report["text"]["empty_answers"] == 0
     assert "exact_tool_call" in report["speech"] and "exact_tool_call" in report["ar_twin"]
     assert report["speech"]["asr"] == "tiny.en"
-    free = report["text_unconstrained"]  # the like-for-like twin of the AR figure
-    assert free["answers"] == report["text"]["answers"] == report["ar_twin"]["answers"]
+    same = {report[k]["answers"] for k in ("text", "text_unconstrained", "ar_twin",
+                                           "ar_twin_unconstrained")}  # fmt: skip
+    assert len(same) == 1  # every figure over the same answers
     voices = report["speech"]["by_voice"]
     assert set(voices) == {"piper:joe", "espeak:en-us"}
     assert sum(v["lines"] for v in voices.values()) == 4

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, get_args
 
 import pytest
@@ -12,6 +12,7 @@ from engine.constraints import CallGrammar, CallPlan, SlotKind
 from engine.tokenizer import TextTokenizer
 from tools.bike_shop import catalogue, schemas
 from tools.bike_shop.pack import TOOLS
+from tools.bike_shop.timewords import resolve_day
 
 VALID_CALLS: dict[str, dict[str, Any]] = {
     "check_availability": {"day": "next friday", "service": "brake check"},
@@ -146,4 +147,9 @@ def test_literals_match_the_shop_data() -> None:
     weekdays = set(catalogue.WEEKDAYS)
     assert set(get_args(schemas.Day)) == {"today", "tomorrow"} | weekdays | {
         f"next {d}" for d in weekdays
-    }
+    } | {f"{d} next week" for d in weekdays}
+    assert set(schemas.DAY_SAID_AS) == {f"{d} next week" for d in weekdays}
+    for offset in range(7):  # every day word means a date, said on any day of the week
+        today = date(2025, 6, 2) + timedelta(days=offset)
+        for day in get_args(schemas.Day):
+            assert 0 <= (resolve_day(day, today) - today).days < 14, (day, today)

@@ -212,6 +212,19 @@ def test_day_words_follow_the_clock_on_a_sunday(shop: Shop) -> None:
     assert shop.call("opening_hours", day="tomorrow").day == "2025-06-09"
 
 
+def test_friday_next_week_is_booked_a_week_after_next_friday(shop: Shop) -> None:
+    """Said on a Monday, "next friday" is in four days and "friday next week" in eleven;
+    the booking and its spoken confirmation name the later date."""
+    soon = shop.call("book_service", name="di", day="next friday", time="12:00",
+                     service="brake check")  # fmt: skip
+    later = shop.call("book_service", name="di", day="friday next week", time="12:00",
+                      service="brake check")  # fmt: skip
+    assert (soon.day, later.day) == ("2025-06-06", "2025-06-13")
+    assert "friday the thirteenth" in later.say.lower()
+    hours = shop.call("opening_hours", day="monday next week")
+    assert hours.day == "2025-06-09"
+
+
 def test_cancel_then_retry_then_rebook(shop: Shop) -> None:
     done = shop.call("cancel_booking", name="Lena Fischer", day="tomorrow")
     assert isinstance(done, Cancellation)

@@ -82,7 +82,7 @@ def run_engine(
     grammar = CallGrammar(tok, ARGUMENT_MODELS, READBACKS) if constrained else None
     scorer = Scorer(ARGUMENT_MODELS)
     latencies, forwards, decided = [], 0, 0
-    unsure = unsure_wrong = confident_wrong = 0
+    sureness: list[tuple[float, bool]] = []
     for step in steps:
         ids = prompt_ids(ck, step, prompt_tokens)
         if ids is None:
@@ -92,11 +92,7 @@ def run_engine(
         request = Request(ids, schedule, grammar=grammar, sources=sources)
         g = generate(ck.model, tok.ids, request, time.monotonic)
         right = scorer.add(step, tok.decode(g.token_ids))
-        if g.min_confidence < unsure_below:
-            unsure += 1
-            unsure_wrong += not right
-        else:
-            confident_wrong += not right
+        sureness.append((g.min_confidence, right))
         latencies.append(g.latency_s * 1000)
         forwards += g.forwards
         decided += g.decided_tokens
@@ -105,10 +101,8 @@ def run_engine(
     report["latency_ms"] = {"p50": round(float(np.median(latencies)), 1),
                             "p95": round(float(np.percentile(latencies, 95)), 1)}  # fmt: skip
     report["unsure"] = {
-        "below": unsure_below,
-        "fired": _share(unsure, scorer.answers),
-        "wrong_when_fired": _share(unsure_wrong, unsure),
-        "wrong_when_confident": _share(confident_wrong, scorer.answers - unsure),
+        **_unsure(sureness, unsure_below),
+        "sweep": [_unsure(sureness, below) for below in UNSURE_SWEEP],
     }
     report["errors_sample"] = scorer.errors[:5]
     return report
@@ -117,6 +111,24 @@ def run_engine(
 def stepped(ck: Checkpoint) -> Checkpoint:
     """The AR twin behind the engine's decoder (`CausalStepper`)."""
     return replace(ck, model=CausalStepper(ck.model))  # type: ignore[arg-type]
+
+
+UNSURE_SWEEP = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+"""Thresholds at which the "say again" rule is also reported, to choose
+`AgentConfig.min_confidence`."""
+
+
+def _unsure(sureness: list[tuple[float, bool]], below: float) -> dict[str, Any]:
+    """How often an answer's least confident token falls under `below` (the agent would ask
+    the caller to repeat), and how often answers on either side were wrong."""
+    fired = [right for conf, right in sureness if conf < below]
+    kept = [right for conf, right in sureness if conf >= below]
+    return {
+        "below": below,
+        "fired": _share(len(fired), len(sureness)),
+        "wrong_when_fired": _share(fired.count(False), len(fired)),
+        "wrong_when_confident": _share(kept.count(False), len(kept)),
+    }
 
 
 def run_ar(ck: Checkpoint, steps: list[Step], prompt_tokens: int) -> dict[str, Any]:

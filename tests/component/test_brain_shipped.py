@@ -79,6 +79,10 @@ def test_the_evaluation_script_writes_the_figures_others_rely_on(tmp_path: Path)
     same = {report[k]["answers"] for k in ("text", "text_unconstrained", "ar_twin",
                                            "ar_twin_unconstrained")}  # fmt: skip
     assert len(same) == 1  # every figure over the same answers
+    sweep = report["text"]["unsure"]["sweep"]  # a higher bar fires at least as often
+    fired = [row["fired"] for row in sweep]
+    assert [row["below"] for row in sweep] == [0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
+    assert fired == sorted(fired) and report["text"]["unsure"]["fired"] == fired[2]
     voices = report["speech"]["by_voice"]
     assert set(voices) == {"piper:joe", "espeak:en-us"}
     assert sum(v["lines"] for v in voices.values()) == 4

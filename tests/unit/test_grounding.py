@@ -139,6 +139,13 @@ def test_a_value_said_early_in_the_call_is_found_in_the_whole_call(tok: TextToke
         assert (args["day"], args["service"]) == ("thursday", "wheel true")
 
 
+def heard_in(tok: TextTokenizer, tool: str, key: str, said: str) -> set[str]:
+    """The values of `tool`'s enum argument `key` that the words `said` name."""
+    grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS)
+    slot = next(s for s in grammar.slots[tool] if s.key == key)
+    return _said_in(slot, said)
+
+
 @pytest.mark.parametrize(
     ("said", "services"),
     [
@@ -156,9 +163,7 @@ def test_a_value_said_early_in_the_call_is_found_in_the_whole_call(tok: TextToke
 def test_a_service_is_heard_by_its_head_words(
     tok: TextTokenizer, said: str, services: set[str]
 ) -> None:
-    grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS)
-    slot = next(s for s in grammar.slots["book_service"] if s.key == "service")
-    assert _said_in(slot, said) == services
+    assert heard_in(tok, "book_service", "service", said) == services
 
 
 def test_a_day_said_inside_a_longer_one_is_not_heard_alone(tok: TextTokenizer) -> None:
@@ -180,9 +185,7 @@ def test_a_day_said_inside_a_longer_one_is_not_heard_alone(tok: TextTokenizer) -
 def test_a_weekday_next_week_is_heard_whole_and_never_as_next_friday(
     tok: TextTokenizer, said: str, days: set[str]
 ) -> None:
-    grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS)
-    slot = next(s for s in grammar.slots["check_availability"] if s.key == "day")
-    assert _said_in(slot, said) == days
+    assert heard_in(tok, "check_availability", "day", said) == days
 
 
 def test_a_name_is_never_a_number_or_a_day_time_or_service_word(tok: TextTokenizer) -> None:

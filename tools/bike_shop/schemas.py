@@ -34,7 +34,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from tools.bike_shop.catalogue import WEEKDAYS
-from tools.bike_shop.timewords import NUMBER_WORDS
+from tools.bike_shop.timewords import NUMBER_WORDS, next_week_words
 
 Service = Literal[
     "tune-up",
@@ -72,9 +72,7 @@ Day = Literal[
 friday" is the first Friday after today; "friday next week" is the Friday of next
 calendar week: on a Monday they are four days and eleven days away."""
 
-DAY_SAID_AS: dict[str, str] = {
-    f"{d} next week": rf"\b{d},? (?:of )?next week\b|\bnext week,? on {d}\b" for d in WEEKDAYS
-}
+DAY_SAID_AS: dict[str, str] = {f"{d} next week": rf"\b(?:{next_week_words(d)})\b" for d in WEEKDAYS}
 """Other ways to say a "... next week" day ("friday of next week", "next week on friday"),
 so its grounding never falls back to the bare weekday inside them."""
 

@@ -44,9 +44,13 @@ MERIDIEM_SUFFIXES = {
 }  # fmt: skip
 FRACTIONS = {"quarter past": 15, "half past": 30, "quarter to": -15}
 
-_WEEKDAY = "(?:" + "|".join(WEEKDAYS) + ")"
-_NEXT_WEEK = re.compile(rf"(?P<a>{_WEEKDAY}),? (?:of )?next week|next week,? on (?P<b>{_WEEKDAY})")
 _CLOCK = re.compile(r"^(\d{1,2})(?::(\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?$")
+
+
+def next_week_words(weekday: str) -> str:
+    """A regex of the ways to say `weekday` of next week: "friday next week", "friday, next
+    week", "friday of next week", "next week on friday" (normalized words, no anchors)."""
+    return rf"{weekday},? (?:of )?next week|next week,? on {weekday}"
 
 
 def _normalize(words: str) -> str:
@@ -63,11 +67,10 @@ def resolve_day(words: str, today: date) -> date:
         return today + timedelta(days=1)
     if text in ("the day after tomorrow", "day after tomorrow"):
         return today + timedelta(days=2)
-    next_week = _NEXT_WEEK.fullmatch(text)
-    if next_week:
-        weekday = next_week["a"] or next_week["b"]
-        monday_next_week = today + timedelta(days=DAYS_PER_WEEK - today.weekday())
-        return monday_next_week + timedelta(days=WEEKDAYS.index(weekday))
+    for index, weekday in enumerate(WEEKDAYS):
+        if re.fullmatch(next_week_words(weekday), text):
+            monday_next_week = today + timedelta(days=DAYS_PER_WEEK - today.weekday())
+            return monday_next_week + timedelta(days=index)
     strictly_after = text.startswith("next ")
     text = text.removeprefix("next ").removeprefix("this ")
     if text not in WEEKDAYS:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import random
 import sys
 import time
 from collections import Counter
@@ -36,10 +37,11 @@ from engine.train import Example
 from engine.trainer import TrainSettings, seed_state, train
 from scripts.eval_brain import run_ar, run_engine
 from tools.bike_shop.schemas import ARGUMENT_MODELS
+from voice_agent.brain.augment import StrayWords
 from voice_agent.brain.dialogues import Example as Step
 from voice_agent.brain.dialogues import generate as dialogues
 from voice_agent.brain.dialogues import misfit
-from voice_agent.brain.format import ANSWER_TOKENS, PromptTooLongError
+from voice_agent.brain.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError
 from voice_agent.brain.phrasing import Split
 
 TRAIN_SEED, EVAL_SEED = 1, 2
@@ -48,6 +50,16 @@ WINDOW = 256
 
 def steps_of(seed: int, count: int, split: Split) -> list[Step]:
     return [ex for d in dialogues(seed, count, split) for ex in d.examples]
+
+
+def with_strays(steps: list[Step], share: float, seed: int) -> list[Step]:
+    """`share` of `steps` with stray words in their latest caller line
+    (voice_agent/brain/augment.py), the pool drawn from words no training line uses."""
+    if share <= 0:
+        return steps
+    lines = (t.text for s in steps for t in s.history if isinstance(t, CallerTurn))
+    strays, rng = StrayWords.unseen_in(lines), random.Random(seed)
+    return [strays.apply(s, rng) if rng.random() < share else s for s in steps]
 
 
 def encode(steps: list[Step], tok: TextTokenizer, grammar: CallGrammar, prompt_tokens: int
@@ -88,6 +100,11 @@ def main() -> None:
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--vocab", type=int, default=2048)
     p.add_argument("--dialogues", type=int, default=4000)
+    p.add_argument("--seed", type=int, default=TRAIN_SEED, help="simulator seed of the data")
+    p.add_argument(
+        "--stray", type=float, default=0.0,
+        help="share of examples given stray unseen words in the latest caller line",
+    )  # fmt: skip
     p.add_argument("--prompt-tokens", type=int, default=128, help="prompt budget per example")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=2e-3)
@@ -99,6 +116,10 @@ def main() -> None:
     args = p.parse_args()
     if args.dialogues < 1 or args.minutes <= 0 or args.prompt_tokens < 16:
         p.error("--dialogues, --minutes and --prompt-tokens (>= 16) must be positive")
+    if not 0.0 <= args.stray <= 1.0:
+        p.error(f"--stray is a share between 0 and 1, not {args.stray}")
+    if args.seed == EVAL_SEED:
+        p.error(f"--seed {EVAL_SEED} is the evaluation seed")
     if args.prompt_tokens + ANSWER_TOKENS > WINDOW:
         p.error(f"--prompt-tokens + {ANSWER_TOKENS} answer tokens exceed the {WINDOW} window")
     if args.threads:
@@ -115,7 +136,7 @@ def main() -> None:
             p.error(f"--init {args.init} holds a {init.card.kind} model, not {args.kind}")
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    steps = steps_of(TRAIN_SEED, args.dialogues, Split.TRAIN)
+    steps = with_strays(steps_of(args.seed, args.dialogues, Split.TRAIN), args.stray, args.seed)
     texts = [s.prompt() + s.answer().full_text for s in steps]
     data_hash = hashlib.sha256("\n".join(texts).encode()).hexdigest()
     if args.tokenizer:
@@ -130,7 +151,8 @@ def main() -> None:
     grammar = CallGrammar(tok, ARGUMENT_MODELS)
     examples, dropped = encode(steps, tok, grammar, args.prompt_tokens)
     data_s = round(time.monotonic() - t0, 1)
-    log(json.dumps({"dialogues": args.dialogues, "examples": len(examples),
+    log(json.dumps({"dialogues": args.dialogues, "seed": args.seed, "stray": args.stray,
+                    "examples": len(examples),
                     "dropped": dict(dropped), "data_s": data_s}))  # fmt: skip
 
     block = 1 if args.kind == "autoregressive" else args.block_size
@@ -168,7 +190,9 @@ def main() -> None:
         ),
     }
     notes = (f"bike-shop calls from voice_agent/brain/dialogues.py: {args.dialogues} train "
-             f"dialogues (seed {TRAIN_SEED}), {args.preset} preset, block {block}")  # fmt: skip
+             f"dialogues (seed {args.seed}), {args.preset} preset, block {block}")  # fmt: skip
+    if args.stray:
+        notes += f", stray unseen words in {args.stray:.0%} of the latest caller lines"
     if init is not None:
         notes += f"; continued from {args.init} ({init.card.notes})"
     card = ModelCard(config, args.kind, data_hash, metrics, notes=notes)

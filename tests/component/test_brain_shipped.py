@@ -104,12 +104,14 @@ def test_the_evaluation_script_writes_the_figures_others_rely_on(tmp_path: Path)
 def test_training_continues_the_shipped_brain(tmp_path: Path) -> None:
     """scripts/train_brain.py --init: the shipped float16 weights, their card's step count
     and minutes, a fresh optimizer; two more steps, then a card that says what it went on
-    from. A wrong --init is a clear error before any work."""
+    from, with the data's seed and its share of stray words. A wrong --init, --stray or
+    --seed is a clear error before any work."""
     script = str(ROOT / "scripts" / "train_brain.py")
     shipped = load(BRAIN).card.metrics
     out = tmp_path / "go-on"
     done = subprocess.run(
         [sys.executable, script, "--init", str(BRAIN), "--out", str(out), "--dialogues", "2",
+         "--seed", "5", "--stray", "0.5",
          "--minutes", str(shipped["train_minutes"] + 30), "--max-steps",
          str(shipped["steps"] + 2), "--eval-examples", "4", "--threads", "1", "--device", "cpu"],
         capture_output=True, text=True, timeout=300, check=False,
@@ -121,9 +123,14 @@ def test_training_continues_the_shipped_brain(tmp_path: Path) -> None:
     card = load(out).card
     assert card.metrics["steps"] == shipped["steps"] + 2
     assert f"continued from {BRAIN}" in card.notes
+    assert "(seed 5)" in card.notes and "stray unseen words in 50%" in card.notes
+    data = next(line for line in lines if "examples" in line)
+    assert (data["seed"], data["stray"]) == (5, 0.5)
     for argv, says in (
         (["--kind", "autoregressive", "--init", str(BRAIN)], "holds a diffusion model"),
         (["--init", str(tmp_path / "missing")], "lacks model.safetensors"),
+        (["--stray", "1.5"], "--stray is a share between 0 and 1"),
+        (["--seed", "2"], "--seed 2 is the evaluation seed"),
     ):
         bad = subprocess.run([sys.executable, script, "--out", str(tmp_path / "bad"), *argv],
                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip

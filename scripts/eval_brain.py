@@ -5,10 +5,11 @@
 Text: every agent action of `--dialogues` held-out calls (templates and values never
 seen in training), decoded by the engine with constrained tool calls, scored against
 the gold action (voice_agent/brain/scoring.py). Speech: for `--speech-examples` of those
-actions, the caller's last line is synthesized (piper's joe voice and espeak-ng in
-turn), sent through the phone path (8 kHz μ-law) and Whisper (`--asr`, tiny.en as the
-pipeline's default, or base), and the transcript
-replaces the line before the brain answers: the accuracy a caller experiences. The AR
+actions, the caller's last line is synthesized (`--voices`, in turn: piper's joe, a US
+man; flite's slt, a US woman; flite's awb, a Scottish man; espeak-ng, a robotic voice),
+sent through the phone path (8 kHz μ-law) and Whisper (`--asr`, tiny.en as the pipeline's
+default, or base), and the transcript replaces the line before the brain answers: the
+accuracy a caller experiences. The AR
 twin answers the same text prompts through the same engine decoder, grammar and grounding
 (`ar_twin`, `engine.baselines.CausalStepper`: blocks of one token), and both models once
 more decoding freely, with no grammar or grounding (`ar_twin_unconstrained`,
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -52,7 +54,9 @@ ROOT = Path(__file__).resolve().parent.parent
 EVAL_SEED = 2
 DEFAULT_DLM = ROOT / "engine" / "checkpoints" / "brain-dlm"
 DEFAULT_AR = ROOT / "engine" / "checkpoints" / "brain-ar"
-VOICES = ("piper:joe", "espeak:en-us")
+VOICES = ("piper:joe", "flite:slt", "flite:awb", "espeak:en-us")
+"""The callers' voices of the speech pass, line by line in turn. Until 2026-12-05 the pass
+spoke with piper:joe and espeak:en-us only (`--voices piper:joe,espeak:en-us`)."""
 
 
 def prompt_ids(ck: Checkpoint, step: Step, prompt_tokens: int) -> tuple[int, ...] | None:
@@ -143,10 +147,10 @@ def run_ar(ck: Checkpoint, steps: list[Step], prompt_tokens: int) -> dict[str, A
 
 
 def heard(
-    steps: list[Step], limit: int, asr: AsrModel = "tiny.en"
+    steps: list[Step], limit: int, asr: AsrModel = "tiny.en", voices: tuple[str, ...] = VOICES
 ) -> tuple[list[Step], list[dict[str, str]]]:
     """The first `limit` steps whose last turn is the caller's, with that line replaced by
-    what Whisper (`asr`) hears of it over the phone."""
+    what Whisper (`asr`) hears of it over the phone, spoken by `voices` in turn."""
     from scripts.speech_data import phone, synthesize, trim
     from voice_agent.audio import resample
     from voice_agent.hearing.asr import AsrConfig, decode, load_whisper
@@ -160,7 +164,7 @@ def heard(
         if not step.history or not isinstance(step.history[-1], CallerTurn):
             continue
         said = step.history[-1].text
-        voice = VOICES[len(out) % len(VOICES)]
+        voice = voices[len(out) % len(voices)]
         samples, rate = synthesize(said, voice)
         line = phone(trim(samples), rate)
         audio = resample(line, 8000, 16000).astype(np.float32) / 32768.0
@@ -182,7 +186,14 @@ def main() -> None:
     p.add_argument("--prompt-tokens", type=int, default=128)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--asr", choices=ASR_MODELS, default="tiny.en", help="Whisper model")
+    p.add_argument("--voices", default=",".join(VOICES),
+                   help="comma-separated ENGINE:VOICE, engines piper, flite, espeak")  # fmt: skip
     args = p.parse_args()
+    voices = tuple(v.strip() for v in args.voices.split(",") if v.strip())
+    if args.speech_examples:
+        bad = _bad_voice(voices)
+        if bad:
+            p.error(f"--voices: {bad}")
     if args.dialogues < 1 or args.speech_examples < 0:
         p.error("--dialogues must be positive and --speech-examples not negative")
     if args.threads:
@@ -201,8 +212,9 @@ def main() -> None:
         "ar_twin_unconstrained": run_ar(ar, steps, args.prompt_tokens),
     }
     if args.speech_examples:
-        spoken, pairs = heard(steps, args.speech_examples, args.asr)
-        result["speech"] = {"asr": args.asr, **run_engine(dlm, spoken, args.prompt_tokens)}
+        spoken, pairs = heard(steps, args.speech_examples, args.asr, voices)
+        result["speech"] = {"asr": args.asr, "voices": list(voices),
+                            **run_engine(dlm, spoken, args.prompt_tokens)}  # fmt: skip
         same_text = run_engine(dlm, _originals(steps, spoken), args.prompt_tokens)
         result["speech"]["same_examples_from_text"] = same_text["exact_tool_call"]
         result["speech"]["by_voice"] = by_voice(dlm, spoken, pairs, args.prompt_tokens)
@@ -231,6 +243,22 @@ def by_voice(
             "calls": report["calls"],
         }
     return out
+
+
+def _bad_voice(voices: tuple[str, ...]) -> str | None:
+    """What is wrong with `voices`, tried by speaking a word with each; None when all speak."""
+    from scripts.speech_data import synthesize
+
+    if not voices:
+        return "no voice given"
+    for voice in voices:
+        try:
+            synthesize("hello", voice)
+        except subprocess.CalledProcessError as exc:
+            return f"{voice}: {exc.stderr.decode(errors='replace').strip() or exc}"
+        except (ValueError, OSError) as exc:
+            return f"{voice}: {exc}"
+    return None
 
 
 def _originals(steps: list[Step], spoken: list[Step]) -> list[Step]:

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(chromium espeak-ng libportaudio2 mosquitto sox)
+APT_PACKAGES=(chromium espeak-ng flite libportaudio2 mosquitto sox)
 VENV=.venv
 PYTHON=${PYTHON:-python3.11}
 

@@ -1,8 +1,9 @@
-"""Synthetic caller speech for hearing tests and benchmarks: domain phrases, two TTS
-engines (piper's joe voice and espeak-ng), 8 kHz μ-law phone audio, optional noise.
+"""Synthetic caller speech for hearing tests and benchmarks: domain phrases, three TTS
+engines (piper's joe voice, flite and espeak-ng), 8 kHz μ-law phone audio, optional noise.
 
 Imported by `scripts/bench_asr.py` and `scripts/make_hearing_fixtures.py` (run from the
-repository root); needs the `tts` extra for piper and the Debian `espeak-ng` package.
+repository root); needs the `tts` extra for piper and the Debian `flite` and `espeak-ng`
+packages.
 """
 
 from __future__ import annotations
@@ -60,17 +61,33 @@ _SILENCE_FLOOR = 300  # |sample| below this at either end counts as TTS padding
 
 
 def synthesize(text: str, voice: str) -> tuple[Pcm16, int]:
-    """Speak `text` with `voice` ("piper:joe" or "espeak:<espeak voice>"); (samples, rate)."""
+    """Speak `text` with `voice` ("piper:joe", "flite:<flite voice>", e.g. "flite:slt", or
+    "espeak:<espeak voice>"); (samples, rate)."""
     engine, _, name = voice.partition(":")
     if engine == "piper":
         chunks = list(_piper().synthesize(text))
         return np.concatenate([c.audio_int16_array for c in chunks]), chunks[0].sample_rate
-    if engine == "espeak":
+    if engine == "flite" and name not in flite_voices():
+        raise ValueError(f"flite has no voice {name!r}; it has: {', '.join(flite_voices())}")
+    if engine in ("espeak", "flite"):
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "speech.wav"
-            subprocess.run(["espeak-ng", "-v", name, "-w", str(path), text], check=True)
+            argv = (["espeak-ng", "-v", name, "-w", str(path), text] if engine == "espeak"
+                    else ["flite", "-voice", name, "-t", text, "-o", str(path)])  # fmt: skip
+            subprocess.run(argv, check=True, capture_output=True)
             return read_wav(path)
     raise ValueError(f"unknown voice {voice!r}")
+
+
+@lru_cache(maxsize=1)
+def flite_voices() -> tuple[str, ...]:
+    """The voices the installed flite has (it would speak an unknown one with its default
+    voice, silently)."""
+    try:
+        listed = subprocess.run(["flite", "-lv"], check=True, capture_output=True, text=True)
+    except FileNotFoundError as exc:
+        raise SystemExit("flite voices need the Debian package `flite`") from exc
+    return tuple(listed.stdout.partition(":")[2].split())
 
 
 @lru_cache(maxsize=1)

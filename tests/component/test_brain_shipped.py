@@ -55,7 +55,7 @@ def test_the_brain_answers_held_out_calls_with_valid_actions() -> None:
 
 def test_the_evaluation_script_writes_the_figures_others_rely_on(tmp_path: Path) -> None:
     """scripts/eval_brain.py end to end on one held-out call: text, speech through TTS and
-    the ASR (both voices, with each voice's word error rate) and an AR twin (random weights
+    the ASR (the four voices, with each voice's word error rate) and an AR twin (random weights
     here; its figure is not checked, only that it is measured)."""
     brain = load(BRAIN)
     twin_config = replace(brain.card.config, block_size=1, d_model=32, n_layers=1, d_ff=64)
@@ -84,7 +84,8 @@ def test_the_evaluation_script_writes_the_figures_others_rely_on(tmp_path: Path)
     assert [row["below"] for row in sweep] == [0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
     assert fired == sorted(fired) and report["text"]["unsure"]["fired"] == fired[2]
     voices = report["speech"]["by_voice"]
-    assert set(voices) == {"piper:joe", "espeak:en-us"}
+    assert set(voices) == {"piper:joe", "flite:slt", "flite:awb", "espeak:en-us"}
+    assert report["speech"]["voices"] == list(voices)
     assert sum(v["lines"] for v in voices.values()) == 4
     assert all(v["word_error_rate"] >= 0.0 for v in voices.values())
     bad = subprocess.run(
@@ -93,6 +94,17 @@ def test_the_evaluation_script_writes_the_figures_others_rely_on(tmp_path: Path)
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert bad.returncode != 0 and "lacks model.safetensors" in bad.stderr
+    for voices, says in (
+        ("flite:nosuch", "flite has no voice 'nosuch'"),
+        ("espeak:nosuch", "voice does not exist"),
+        ("festival:kal", "unknown voice 'festival:kal'"),
+        (",", "no voice given"),
+    ):
+        bad = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "eval_brain.py"), "--json", str(out),
+             "--voices", voices], capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert bad.returncode == 2 and says in bad.stderr, bad.stderr[-500:]
     bad = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "eval_brain.py"), "--json", str(out),
          "--asr", "large"],

@@ -189,13 +189,13 @@ def main() -> None:
     p.add_argument("--voices", default=",".join(VOICES),
                    help="comma-separated ENGINE:VOICE, engines piper, flite, espeak")  # fmt: skip
     args = p.parse_args()
+    if args.dialogues < 1 or args.speech_examples < 0:
+        p.error("--dialogues must be positive and --speech-examples not negative")
     voices = tuple(v.strip() for v in args.voices.split(",") if v.strip())
-    if args.speech_examples:
+    if args.speech_examples > 0:
         bad = _bad_voice(voices)
         if bad:
             p.error(f"--voices: {bad}")
-    if args.dialogues < 1 or args.speech_examples < 0:
-        p.error("--dialogues must be positive and --speech-examples not negative")
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
@@ -256,7 +256,7 @@ def _bad_voice(voices: tuple[str, ...]) -> str | None:
             synthesize("hello", voice)
         except subprocess.CalledProcessError as exc:
             return f"{voice}: {exc.stderr.decode(errors='replace').strip() or exc}"
-        except (ValueError, OSError) as exc:
+        except (ValueError, OSError, SystemExit) as exc:
             return f"{voice}: {exc}"
     return None
 

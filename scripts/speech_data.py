@@ -64,6 +64,10 @@ def synthesize(text: str, voice: str) -> tuple[Pcm16, int]:
     """Speak `text` with `voice` ("piper:joe", "flite:<flite voice>", e.g. "flite:slt", or
     "espeak:<espeak voice>"); (samples, rate)."""
     engine, _, name = voice.partition(":")
+    if engine in ("piper", "flite", "espeak") and not name:
+        raise ValueError(f"voice {voice!r} names no voice: write ENGINE:VOICE, e.g. flite:slt")
+    if engine == "piper" and name != "joe":
+        raise ValueError(f"piper has only the voice 'joe' here, not {name!r}")
     if engine == "piper":
         chunks = list(_piper().synthesize(text))
         return np.concatenate([c.audio_int16_array for c in chunks]), chunks[0].sample_rate
@@ -82,12 +86,12 @@ def synthesize(text: str, voice: str) -> tuple[Pcm16, int]:
 @lru_cache(maxsize=1)
 def flite_voices() -> tuple[str, ...]:
     """The voices the installed flite has (it would speak an unknown one with its default
-    voice, silently)."""
+    voice, silently), less "awb_time", which speaks only times of day."""
     try:
         listed = subprocess.run(["flite", "-lv"], check=True, capture_output=True, text=True)
     except FileNotFoundError as exc:
         raise SystemExit("flite voices need the Debian package `flite`") from exc
-    return tuple(listed.stdout.partition(":")[2].split())
+    return tuple(v for v in listed.stdout.partition(":")[2].split() if v != "awb_time")
 
 
 @lru_cache(maxsize=1)

@@ -41,7 +41,7 @@ from voice_agent.brain.augment import StrayWords
 from voice_agent.brain.dialogues import Example as Step
 from voice_agent.brain.dialogues import generate as dialogues
 from voice_agent.brain.dialogues import misfit
-from voice_agent.brain.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError
+from voice_agent.brain.format import ANSWER_TOKENS, PromptTooLongError
 from voice_agent.brain.phrasing import Split
 
 TRAIN_SEED, EVAL_SEED = 1, 2
@@ -54,11 +54,10 @@ def steps_of(seed: int, count: int, split: Split) -> list[Step]:
 
 def with_strays(steps: list[Step], share: float, seed: int) -> list[Step]:
     """`share` of `steps` with stray words in their latest caller line
-    (voice_agent/brain/augment.py), the pool drawn from words no training line uses."""
+    (voice_agent/brain/augment.py: words the simulator never uses)."""
     if share <= 0:
         return steps
-    lines = (t.text for s in steps for t in s.history if isinstance(t, CallerTurn))
-    strays, rng = StrayWords.unseen_in(lines), random.Random(seed)
+    strays, rng = StrayWords.unseen_in(steps), random.Random(seed)
     return [strays.apply(s, rng) if rng.random() < share else s for s in steps]
 
 
@@ -192,7 +191,7 @@ def main() -> None:
     notes = (f"bike-shop calls from voice_agent/brain/dialogues.py: {args.dialogues} train "
              f"dialogues (seed {args.seed}), {args.preset} preset, block {block}")  # fmt: skip
     if args.stray:
-        notes += f", stray unseen words in {args.stray:.0%} of the latest caller lines"
+        notes += f", stray words in the latest caller line of a share {args.stray:g} of examples"
     if init is not None:
         notes += f"; continued from {args.init} ({init.card.notes})"
     card = ModelCard(config, args.kind, data_hash, metrics, notes=notes)

@@ -1,6 +1,7 @@
-"""Stray words (voice_agent/brain/augment.py) on real simulated training calls: only the
-latest caller line changes, its own words stay whole and in order, the strays are
-dictionary words no training line uses, the gold answer is untouched, and casing holds."""
+"""Stray words (voice_agent/brain/augment.py) on real simulated calls: the pool holds no
+word any line of either split uses nor one that changes a request; only the latest
+caller line changes, at its start, its end or after a comma, its own words whole; the
+gold answer is untouched; casing and the final mark hold."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import pytest
 
 from engine.names import common_words
 from scripts.train_brain import with_strays
-from voice_agent.brain.augment import StrayWords, stray_line
+from voice_agent.brain.augment import MEANINGFUL, StrayWords, stray_line
 from voice_agent.brain.dialogues import Example, generate
 from voice_agent.brain.format import CallerTurn
 from voice_agent.brain.phrasing import Split
+
+_WORDS = re.compile(r"[a-z']+")
 
 
 @pytest.fixture(scope="module")
@@ -22,75 +25,81 @@ def steps() -> list[Example]:
     return [ex for d in generate(seed=9, count=40, split=Split.TRAIN) for ex in d.examples]
 
 
-def _lines(steps: list[Example]) -> list[str]:
-    return [t.text for s in steps for t in s.history if isinstance(t, CallerTurn)]
+@pytest.fixture(scope="module")
+def pool(steps: list[Example]) -> StrayWords:
+    return StrayWords.unseen_in(steps)
 
 
-def _latest(step: Example) -> int:
-    return max(i for i, t in enumerate(step.history) if isinstance(t, CallerTurn))
+def _words(steps: list[Example]) -> set[str]:
+    return {w for s in steps for w in _WORDS.findall((s.prompt() + s.answer().full_text).lower())}
 
 
-def test_the_pool_holds_only_dictionary_words_the_training_lines_never_use(
-    steps: list[Example],
+def test_the_pool_holds_no_word_either_split_says_nor_a_meaningful_one(
+    steps: list[Example], pool: StrayWords
 ) -> None:
-    lines = _lines(steps)
-    pool = StrayWords.unseen_in(lines)
-    seen = {w for line in lines for w in re.findall(r"[a-z']+", line.lower())}
-    assert len(pool.words) > 10_000
-    assert not seen & set(pool.words)
-    assert set(pool.words) <= common_words()
-    assert {"yes", "book", "tomorrow", "cancel"} & seen and not {"yes", "cancel"} & set(pool.words)
+    heldout = [ex for d in generate(seed=9, count=60, split=Split.HELDOUT) for ex in d.examples]
+    words = set(pool.words)
+    assert len(words) > 10_000 and words <= common_words()
+    assert not _words(steps) & words
+    assert not _words(heldout) & words  # held-out phrasings never appear as strays
+    assert not MEANINGFUL & words
+    assert {"nothing", "absolutely", "stock", "twenty", "grace"}.isdisjoint(words)
 
 
-def test_only_the_latest_caller_line_changes_and_keeps_its_words_whole(
-    steps: list[Example],
+def test_only_the_latest_caller_line_changes_at_a_start_end_or_comma(
+    steps: list[Example], pool: StrayWords
 ) -> None:
-    pool = StrayWords.unseen_in(_lines(steps))
-    rng = random.Random(3)
-    changed = 0
+    rng, words, changed = random.Random(3), set(pool.words), 0
     for step in steps:
-        if not any(isinstance(t, CallerTurn) for t in step.history):
-            assert pool.apply(step, rng) == step
-            continue
         out = pool.apply(step, rng)
-        at = _latest(step)
+        callers = [i for i, t in enumerate(step.history) if isinstance(t, CallerTurn)]
+        if not callers:
+            assert out == step
+            continue
+        at = callers[-1]
         assert out.action == step.action and out.reasoning == step.reasoning
         assert out.history[:at] == step.history[:at]
         assert out.history[at + 1 :] == step.history[at + 1 :]
-        before, after = step.history[at].text.split(), out.history[at].text.split()  # type: ignore[union-attr]
+        before = step.history[at].text.rstrip(".?!").split()  # type: ignore[union-attr]
+        after = out.history[at].text.rstrip(".?!").split()  # type: ignore[union-attr]
         added = len(after) - len(before)
         assert added in (1, 2)
-        # the strays sit together at one gap: removing them gives the line back
-        gap = next(
-            (i for i in range(len(after)) if after[i:i + added]
-             and all(w.strip(".?!").lower() in pool.words for w in after[i:i + added])
-             and _same(after[:i] + after[i + added:], before)),
-            None,
-        )  # fmt: skip
-        assert gap is not None, (before, after)
+        gaps = [g for g in range(len(after) - added + 1)
+                if {w.lower() for w in after[g:g + added]} <= words
+                and _recased(after[:g] + after[g + added:], g) == _recased(before, g)]  # fmt: skip
+        assert gaps, (before, after)
+        g = gaps[0]
+        assert g in (0, len(before)) or before[g - 1].endswith(","), (before, after)
         changed += 1
     assert changed > 100
 
 
-def _same(got: list[str], want: list[str]) -> bool:
-    """Equal up to the final mark moving past the strays and the first word's capital."""
-    norm = lambda ws: " ".join(ws).rstrip(".?!").lower()  # noqa: E731
-    return norm(got) == norm(want)
+def _recased(words: list[str], gap: int) -> list[str]:
+    """`words` as they read once strays go in at `gap`: the first word may lose the capital
+    it had for opening the line (which words keep it: test_casing_and_final_mark_survive)."""
+    return words if gap or not words else [words[0].lower(), *words[1:]]
 
 
 def test_casing_and_final_mark_survive() -> None:
-    rng = random.Random(0)
-    for _ in range(30):
-        out = stray_line("Sure, I'd like a tune-up on Friday.", ["wombat"], rng)
-        assert out[0].isupper() and out.endswith(".") and "Friday" in out and "I'd" in out
-        plain = stray_line("sure thing", ["wombat", "crisp"], rng)
-        assert plain in ("wombat crisp sure thing", "sure thing wombat crisp")
-    starts = {stray_line("Yes, book it.", ["wombat"], random.Random(s)) for s in range(40)}
-    assert starts == {"Wombat yes, book it.", "Yes, wombat book it.", "Yes, book it wombat."}
-    # a name that opens the line keeps its capital (it is no dictionary word)
-    named = {stray_line("Malik here, yes.", ["wombat"], random.Random(s)) for s in range(40)}
-    assert "Wombat Malik here, yes." in named
-    assert stray_line("", ["wombat"], rng) == "wombat"
+    def every(text: str, strays: list[str]) -> set[str]:
+        return {stray_line(text, strays, random.Random(s)) for s in range(40)}
+
+    assert every("Yes, book it.", ["wombat"]) == {
+        "Wombat yes, book it.", "Yes, wombat book it.", "Yes, book it wombat."
+    }  # fmt: skip
+    assert every("sure thing", ["wombat", "crisp"]) == {
+        "wombat crisp sure thing", "sure thing wombat crisp"
+    }  # fmt: skip
+    # a name, a weekday or "I" keeps its capital; "That's" had it for opening the line
+    assert "Wombat Grace Scott." in every("Grace Scott.", ["wombat"])
+    assert "Wombat Friday works." in every("Friday works.", ["wombat"])
+    assert "Wombat I'd like that." in every("I'd like that.", ["wombat"])
+    assert "Wombat that's right." in every("That's right.", ["wombat"])
+    # Whisper's lines end in a mark even when they open with a digit
+    assert "Wombat 10 works." in every("10 works.", ["wombat"])
+    assert every("Really?!", ["wombat"]) == {"Wombat really?!", "Really wombat?!"}
+    assert every("?", ["wombat"]) == {"wombat?"}
+    assert stray_line("", ["wombat"], random.Random(0)) == "wombat"
 
 
 def test_the_trainer_applies_strays_to_the_share_it_is_given(steps: list[Example]) -> None:

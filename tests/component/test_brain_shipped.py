@@ -98,6 +98,9 @@ def test_the_evaluation_script_writes_the_figures_others_rely_on(tmp_path: Path)
         ("flite:nosuch", "flite has no voice 'nosuch'"),
         ("espeak:nosuch", "voice does not exist"),
         ("festival:kal", "unknown voice 'festival:kal'"),
+        ("piper:amy", "piper has only the voice 'joe' here"),
+        ("flite:awb_time", "flite has no voice 'awb_time'"),
+        ("espeak", "names no voice"),
         (",", "no voice given"),
     ):
         bad = subprocess.run(
@@ -135,7 +138,7 @@ def test_training_continues_the_shipped_brain(tmp_path: Path) -> None:
     card = load(out).card
     assert card.metrics["steps"] == shipped["steps"] + 2
     assert f"continued from {BRAIN}" in card.notes
-    assert "(seed 5)" in card.notes and "stray unseen words in 50%" in card.notes
+    assert "(seed 5)" in card.notes and "a share 0.5 of examples" in card.notes
     data = next(line for line in lines if "examples" in line)
     assert (data["seed"], data["stray"]) == (5, 0.5)
     for argv, says in (

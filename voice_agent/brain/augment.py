@@ -7,10 +7,14 @@ for a different request. `StrayWords` puts one or two words the training calls n
 comma of the latest caller line, while the gold answer stays the same: the model learns
 to act on the words it knows and let the others pass.
 
-The stray words are chosen by a rule that looks only at training data (dictionary words
-absent from every training caller line), so no held-out template or value shapes them.
-Words inside a line are never split, so a name, an order number or a product phrase the
-answer copies stays whole.
+The pool is the English word list less every word the simulator could say or write
+(`simulator_words`: every word in the files of the simulator, the tools and the prompts,
+both splits' tables among them, the numbers spelled out, and every word of the training
+examples) and less words that
+change what a caller asks for (`MEANINGFUL`). So no stray word is one a held-out line uses,
+and none is one whose meaning the model should not learn to ignore. Words inside a line
+are never split, so a name, an order number or a product phrase the answer copies stays
+whole.
 """
 
 from __future__ import annotations
@@ -19,8 +23,11 @@ import random
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from engine.names import common_words
+from tools.bike_shop import catalogue, speakable
+from voice_agent.brain import lexicon
 from voice_agent.brain.dialogues import Example
 from voice_agent.brain.format import CallerTurn
 
@@ -28,7 +35,44 @@ MIN_LETTERS, MAX_LETTERS = 3, 8
 """Stray words are plain lower-case words of this length (rare long words are unlike
 what a caller says)."""
 TWO_WORDS_SHARE = 0.3
+ROOT = Path(__file__).resolve().parents[2]
+SIMULATOR_SOURCES = ("voice_agent/brain", "tools/bike_shop", "prompts")
+"""Where every word the simulator, the tools and the prompts can write is spelled out:
+`simulator_words` reads the files under them (code too: a few hundred identifiers more
+out of the pool cost nothing)."""
+_MEANINGFUL = (
+    "no not nope nah never nothing none stop wait undo wrong mistake change changed instead "
+    "cancel scrap forget drop remove return refund complaint problem broken lost stolen "
+    "earlier later sooner tonight midnight noon morning afternoon evening night week weekend "
+    "month year day days hour hours minute minutes half quarter past before after until "
+    "first second third last next this that other another same more less fewer extra both "
+    "buy sell order book hold reserve keep collect pick deliver delivery open close closed "
+    "price cost cheap help human person manager someone speak talk call phone bye goodbye "
+    "yes yeah yep sure okay fine right correct agree thanks thank please sorry pardon "
+    "repeat again what when where which who why how"
+)
+MEANINGFUL = frozenset(_MEANINGFUL.split())
+"""Words that would change what a caller means; never stray words."""
 _WORD = re.compile(r"[a-z']+")
+_MARKS = ".?!"
+
+
+def simulator_words(examples: Iterable[Example] = ()) -> set[str]:
+    """Every lower-case word in the simulator's, the tools' and the prompts' files (both
+    splits' tables, tool messages, the system prompt), the numbers up to a thousand spelled
+    out, and every word of `examples` (prompts and answers)."""
+    words: set[str] = set()
+    for folder in SIMULATOR_SOURCES:
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.is_file() and path.suffix in (".py", ".txt", ".md", ".json", ".toml"):
+                words.update(_WORD.findall(path.read_text(encoding="utf-8").lower()))
+    for n in range(1001):
+        words.update(speakable.number_words(n).split())
+    for n in range(1, 32):
+        words.update(speakable.ordinal_words(n).split())
+    for ex in examples:
+        words.update(_WORD.findall((ex.prompt() + ex.answer().full_text).lower()))
+    return words
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,17 +81,17 @@ class StrayWords:
     """The pool to draw from (sorted, so a seed gives the same draws)."""
 
     @classmethod
-    def unseen_in(cls, lines: Iterable[str]) -> StrayWords:
-        """Dictionary words that occur in none of `lines` (the training caller lines)."""
-        seen = {w for line in lines for w in _WORD.findall(line.lower())}
+    def unseen_in(cls, examples: Iterable[Example]) -> StrayWords:
+        """Dictionary words the simulator never uses (nor `examples`), less `MEANINGFUL`."""
+        used = simulator_words(examples) | MEANINGFUL
         pool = sorted(
             w
             for w in common_words()
             if MIN_LETTERS <= len(w) <= MAX_LETTERS and w.isalpha() and w.isascii()
-            and w.islower() and w not in seen
+            and w.islower() and w not in used
         )  # fmt: skip
         if not pool:
-            raise ValueError("no dictionary word is left once the training lines' are removed")
+            raise ValueError("no dictionary word is left once the simulator's are removed")
         return cls(tuple(pool))
 
     def apply(self, example: Example, rng: random.Random) -> Example:
@@ -69,17 +113,17 @@ class StrayWords:
 
 def stray_line(text: str, strays: list[str], rng: random.Random) -> str:
     """`text` with `strays` put together at one word boundary: the start, the end, or
-    after a comma. A sentence-cased line keeps its capital and final mark."""
-    words = text.split()
+    after a comma. A sentence-cased line (Whisper's, which always ends in a mark) keeps
+    its capital and its final mark; a first word keeps its own capital when it is "I", a
+    weekday or a name."""
+    core = text.rstrip(_MARKS + " ")
+    mark = text[len(core) :].strip()
+    words = core.split()
     if not words:
-        return " ".join(strays)
-    mark = words[-1][-1] if words[-1][-1] in ".?!" else ""
-    if mark:
-        words[-1] = words[-1][:-1]
-    cased = words[0][:1].isupper()
+        return " ".join(strays) + mark
     gaps = [0, len(words)] + [i + 1 for i, w in enumerate(words[:-1]) if w.endswith(",")]
     gap = rng.choice(gaps)
-    if gap == 0 and cased:
+    if gap == 0 and mark:
         if not _keeps_capital(words[0]):
             words[0] = words[0][:1].lower() + words[0][1:]
         strays = [strays[0].capitalize(), *strays[1:]]
@@ -88,12 +132,12 @@ def stray_line(text: str, strays: list[str], rng: random.Random) -> str:
 
 
 def _keeps_capital(word: str) -> bool:
-    """A first word keeps its capital when it stops being first if it is "I" or "I'd", a
-    weekday, or no dictionary word (a name); other words were capitalized for being
-    first."""
     core = word.strip(",.?!")
-    lower = core.lower()
-    return core == "I" or core.startswith("I'") or lower in _PROPER or lower not in common_words()
+    return core == "I" or core.startswith("I'") or core.lower() in _PROPER
 
 
-_PROPER = frozenset({"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"})
+_PROPER = frozenset(
+    [*catalogue.WEEKDAYS, *lexicon.FIRST_NAMES.train, *lexicon.FIRST_NAMES.heldout,
+     *lexicon.LAST_NAMES.train, *lexicon.LAST_NAMES.heldout]
+)  # fmt: skip
+"""Words whose capital is their own (a caller's name may open a line: "Grace Park.")."""

@@ -64,23 +64,23 @@ def synthesize(text: str, voice: str) -> tuple[Pcm16, int]:
     """Speak `text` with `voice` ("piper:joe", "flite:<flite voice>", e.g. "flite:slt", or
     "espeak:<espeak voice>"); (samples, rate)."""
     engine, _, name = voice.partition(":")
-    if engine in ("piper", "flite", "espeak") and not name:
+    if engine not in ("piper", "flite", "espeak"):
+        raise ValueError(f"unknown voice {voice!r}")
+    if not name:
         raise ValueError(f"voice {voice!r} names no voice: write ENGINE:VOICE, e.g. flite:slt")
-    if engine == "piper" and name != "joe":
-        raise ValueError(f"piper has only the voice 'joe' here, not {name!r}")
     if engine == "piper":
+        if name != "joe":
+            raise ValueError(f"piper has only the voice 'joe' here, not {name!r}")
         chunks = list(_piper().synthesize(text))
         return np.concatenate([c.audio_int16_array for c in chunks]), chunks[0].sample_rate
     if engine == "flite" and name not in flite_voices():
         raise ValueError(f"flite has no voice {name!r}; it has: {', '.join(flite_voices())}")
-    if engine in ("espeak", "flite"):
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "speech.wav"
-            argv = (["espeak-ng", "-v", name, "-w", str(path), text] if engine == "espeak"
-                    else ["flite", "-voice", name, "-t", text, "-o", str(path)])  # fmt: skip
-            subprocess.run(argv, check=True, capture_output=True)
-            return read_wav(path)
-    raise ValueError(f"unknown voice {voice!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "speech.wav"
+        argv = (["espeak-ng", "-v", name, "-w", str(path), text] if engine == "espeak"
+                else ["flite", "-voice", name, "-t", text, "-o", str(path)])  # fmt: skip
+        subprocess.run(argv, check=True, capture_output=True)
+        return read_wav(path)
 
 
 @lru_cache(maxsize=1)

@@ -10,11 +10,10 @@ to act on the words it knows and let the others pass.
 The pool is the English word list less every word the simulator could say or write
 (`simulator_words`: every word in the files of the simulator, the tools and the prompts,
 both splits' tables among them, the numbers spelled out, and every word of the training
-examples) and less words that
-change what a caller asks for (`MEANINGFUL`). So no stray word is one a held-out line uses,
-and none is one whose meaning the model should not learn to ignore. Words inside a line
-are never split, so a name, an order number or a product phrase the answer copies stays
-whole.
+examples) and less words that change what a caller asks for (`MEANINGFUL`). So no stray
+word is one a held-out line uses, and none is one whose meaning the model should not
+learn to ignore. Words inside a line are never split, so a name, an order number or a
+product phrase the answer copies stays whole.
 """
 
 from __future__ import annotations
@@ -26,10 +25,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from engine.names import common_words
-from tools.bike_shop import catalogue, speakable
+from tools.bike_shop import speakable
 from voice_agent.brain import lexicon
 from voice_agent.brain.dialogues import Example
 from voice_agent.brain.format import CallerTurn
+from voice_agent.brain.phrasing import CAPITALIZED
 
 MIN_LETTERS, MAX_LETTERS = 3, 8
 """Stray words are plain lower-case words of this length (rare long words are unlike
@@ -96,19 +96,15 @@ class StrayWords:
 
     def apply(self, example: Example, rng: random.Random) -> Example:
         """`example` with stray words in its latest caller line (unchanged without one)."""
-        at = next(
-            (i for i in range(len(example.history) - 1, -1, -1)
-             if isinstance(example.history[i], CallerTurn)),
-            None,
-        )  # fmt: skip
+        history = example.history
+        at = max((i for i, t in enumerate(history) if isinstance(t, CallerTurn)), default=None)
         if at is None:
             return example
-        line = example.history[at]
+        line = history[at]
         assert isinstance(line, CallerTurn)
         count = 2 if rng.random() < TWO_WORDS_SHARE else 1
         text = stray_line(line.text, [rng.choice(self.words) for _ in range(count)], rng)
-        history = (*example.history[:at], CallerTurn(text), *example.history[at + 1 :])
-        return replace(example, history=history)
+        return replace(example, history=(*history[:at], CallerTurn(text), *history[at + 1 :]))
 
 
 def stray_line(text: str, strays: list[str], rng: random.Random) -> str:
@@ -132,12 +128,12 @@ def stray_line(text: str, strays: list[str], rng: random.Random) -> str:
 
 
 def _keeps_capital(word: str) -> bool:
-    core = word.strip(",.?!")
+    core = word.strip(_MARKS + ",")
     return core == "I" or core.startswith("I'") or core.lower() in _PROPER
 
 
 _PROPER = frozenset(
-    [*catalogue.WEEKDAYS, *lexicon.FIRST_NAMES.train, *lexicon.FIRST_NAMES.heldout,
+    [*CAPITALIZED, *lexicon.FIRST_NAMES.train, *lexicon.FIRST_NAMES.heldout,
      *lexicon.LAST_NAMES.train, *lexicon.LAST_NAMES.heldout]
 )  # fmt: skip
 """Words whose capital is their own (a caller's name may open a line: "Grace Park.")."""

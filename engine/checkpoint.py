@@ -35,6 +35,9 @@ class ModelCard:
     data_sha256: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
+    prompt_hints: str = ""
+    """The caller-hint scheme the model was trained with (voice_agent/brain/hints.py's
+    HINTS_VERSION), or "" for none: whoever builds its prompts must add the same hints."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -45,6 +48,7 @@ class ModelCard:
             "data_sha256": self.data_sha256,
             "metrics": self.metrics,
             "notes": self.notes,
+            **({"prompt_hints": self.prompt_hints} if self.prompt_hints else {}),
         }
 
 
@@ -86,6 +90,7 @@ def load(directory: Path, device: str = "cpu", compile: bool = False) -> Checkpo
             raw.get("data_sha256", ""),
             raw.get("metrics", {}),
             raw.get("notes", ""),
+            str(raw.get("prompt_hints", "")),
         )
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{directory / CARD} is not a valid model card: {exc}") from None

@@ -44,6 +44,7 @@ from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.brain.dialogues import Example as Step
 from voice_agent.brain.dialogues import generate as dialogues
 from voice_agent.brain.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError, call_sources
+from voice_agent.brain.hints import for_card
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scoring import Scorer
 from voice_agent.hearing.models import ASR_MODELS
@@ -60,6 +61,9 @@ spoke with piper:joe and espeak:en-us only (`--voices piper:joe,espeak:en-us`)."
 
 
 def prompt_ids(ck: Checkpoint, step: Step, prompt_tokens: int) -> tuple[int, ...] | None:
+    hints = for_card(ck.card.prompt_hints)
+    if hints is not None:
+        step = replace(step, history=hints.annotate(step.history))
     try:
         return tuple(ck.tokenizer.encode(step.prompt(ck.tokenizer, prompt_tokens)))
     except PromptTooLongError:

@@ -37,6 +37,6 @@ fi
 stamp=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$VENV/.setup-stamp" 2>/dev/null)" != "$stamp" ]; then
     echo "setup: installing Python packages into $VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check "torch==2.13.0" -e ".[engine,asr,tts,dev,adapters,reports,mic]"
+    "$VENV/bin/pip" install -q --disable-pip-version-check "torch==2.13.0" -e ".[engine,brain,asr,tts,dev,adapters,reports,mic]"
     echo "$stamp" >"$VENV/.setup-stamp"
 fi

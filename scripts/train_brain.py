@@ -22,6 +22,7 @@ import random
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -41,7 +42,8 @@ from voice_agent.brain.augment import StrayWords
 from voice_agent.brain.dialogues import Example as Step
 from voice_agent.brain.dialogues import generate as dialogues
 from voice_agent.brain.dialogues import misfit
-from voice_agent.brain.format import ANSWER_TOKENS, PromptTooLongError
+from voice_agent.brain.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError
+from voice_agent.brain.hints import HINTS_VERSION, CallerHints
 from voice_agent.brain.phrasing import Split
 
 TRAIN_SEED, EVAL_SEED = 1, 2
@@ -59,6 +61,15 @@ def with_strays(steps: list[Step], share: float, seed: int) -> list[Step]:
         return steps
     strays, rng = StrayWords.unseen_in(steps), random.Random(seed)
     return [strays.apply(s, rng) if rng.random() < share else s for s in steps]
+
+
+def with_hints(steps: list[Step]) -> list[Step]:
+    """`steps` with the latest caller line's hint (voice_agent/brain/hints.py), as the
+    hint of an unseen phrasing looks: the nearest frame other than the line's own."""
+    hints = CallerHints.load()
+    latest = [next(t.text for t in reversed(s.history) if isinstance(t, CallerTurn)) for s in steps]
+    hints.hints(latest, skip_own=True)  # batched; annotate then reads the cache
+    return [replace(s, history=hints.annotate(s.history, skip_own=True)) for s in steps]
 
 
 def encode(steps: list[Step], tok: TextTokenizer, grammar: CallGrammar, prompt_tokens: int
@@ -104,6 +115,10 @@ def main() -> None:
         "--stray", type=float, default=0.0,
         help="share of examples given stray unseen words in the latest caller line",
     )  # fmt: skip
+    p.add_argument(
+        "--hints", action="store_true",
+        help="show each latest caller line's nearest known act (voice_agent/brain/hints.py)",
+    )  # fmt: skip
     p.add_argument("--prompt-tokens", type=int, default=128, help="prompt budget per example")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=2e-3)
@@ -136,6 +151,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     steps = with_strays(steps_of(args.seed, args.dialogues, Split.TRAIN), args.stray, args.seed)
+    if args.hints:
+        steps = with_hints(steps)
     texts = [s.prompt() + s.answer().full_text for s in steps]
     data_hash = hashlib.sha256("\n".join(texts).encode()).hexdigest()
     if args.tokenizer:
@@ -173,6 +190,7 @@ def main() -> None:
                              TRAIN_SEED, args.device)  # fmt: skip
     result = train(model, examples, tok.ids, args.out, settings, log=log)
 
+    hints = HINTS_VERSION if args.hints else ""
     heldout = steps_of(EVAL_SEED, max(1, args.eval_examples // 6), Split.HELDOUT)
     metrics: dict[str, object] = {
         "kind": args.kind,
@@ -183,7 +201,7 @@ def main() -> None:
         "dropped_examples": dict(dropped),
         "prompt_tokens": args.prompt_tokens,
         "heldout": held_out(
-            Checkpoint(model.cpu(), tok, ModelCard(config, args.kind)),
+            Checkpoint(model.cpu(), tok, ModelCard(config, args.kind, prompt_hints=hints)),
             heldout[: args.eval_examples],
             args.prompt_tokens,
         ),
@@ -194,7 +212,9 @@ def main() -> None:
         notes += f", stray words in the latest caller line of a share {args.stray:g} of examples"
     if init is not None:
         notes += f"; continued from {args.init} ({init.card.notes})"
-    card = ModelCard(config, args.kind, data_hash, metrics, notes=notes)
+    if args.hints:
+        notes += ", caller hints (nearest known act by all-MiniLM-L6-v2)"
+    card = ModelCard(config, args.kind, data_hash, metrics, notes=notes, prompt_hints=hints)
     save(args.out, model, tok, card)
     log(json.dumps({"final": metrics}))
 

@@ -20,6 +20,7 @@ from engine.schedule import Schedule
 from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.brain.dialogues import generate as dialogues
 from voice_agent.brain.format import ANSWER_TOKENS, AgentCall
+from voice_agent.brain.hints import HINTS_VERSION
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scoring import Scorer
 
@@ -126,7 +127,7 @@ def test_training_continues_the_shipped_brain(tmp_path: Path) -> None:
     out = tmp_path / "go-on"
     done = subprocess.run(
         [sys.executable, script, "--init", str(BRAIN), "--out", str(out), "--dialogues", "2",
-         "--seed", "5", "--stray", "0.5",
+         "--seed", "5", "--stray", "0.5", "--hints",
          "--minutes", str(shipped["train_minutes"] + 30), "--max-steps",
          str(shipped["steps"] + 2), "--eval-examples", "4", "--threads", "1", "--device", "cpu"],
         capture_output=True, text=True, timeout=300, check=False,
@@ -139,6 +140,7 @@ def test_training_continues_the_shipped_brain(tmp_path: Path) -> None:
     assert card.metrics["steps"] == shipped["steps"] + 2
     assert f"continued from {BRAIN}" in card.notes
     assert "(seed 5)" in card.notes and "a share 0.5 of examples" in card.notes
+    assert card.prompt_hints == HINTS_VERSION and "caller hints" in card.notes
     data = next(line for line in lines if "examples" in line)
     assert (data["seed"], data["stray"]) == (5, 0.5)
     for argv, says in (

@@ -70,6 +70,7 @@ from voice_agent.brain.format import (
     call_sources,
     parse_answer,
 )
+from voice_agent.brain.hints import CallerHints
 from voice_agent.brain.phrases import Phrases, phrases
 from voice_agent.clock import Clock, MonotonicClock
 from voice_agent.latency import TurnTracker
@@ -174,12 +175,14 @@ class Agent:
         grammar: CallGrammar | None = None,
         fixed: Phrases | None = None,
         clock: Clock | None = None,
+        hints: CallerHints | None = None,
     ) -> None:
         """`tools`/`run_tool`: the pack (tests pass a slow or failing runner); `grammar`
         defaults to `shop_grammar(tok)`; `fixed`: the fixed phrases (prompts/phrases.toml).
         `ctx.caller` scopes what the tools may change; when it is None the agent acts for
         an anonymous caller of its own (it can cancel only what it booked) until
-        `set_caller` names the caller."""
+        `set_caller` names the caller. `hints`: the caller hints the checkpoint was trained
+        with (voice_agent/brain/hints.py `for_card`), shown on the latest caller line."""
         self.config = config or AgentConfig()
         self._engine = engine
         self._tok = tok
@@ -188,6 +191,7 @@ class Agent:
         self.phrases = fixed or phrases()
         if ctx.caller is None:  # fail closed: an unidentified call reaches only its own
             ctx = replace(ctx, caller=f"{ANONYMOUS_PREFIX}{uuid.uuid4().hex}")
+        self._hints = hints
         self._clock = clock or MonotonicClock()
         """The engine's clock: request deadlines are on it (so are tool timings)."""
         self.tools = ToolRunner(ctx, self.phrases.tool_failed, tools=tools, run_tool=run_tool,
@@ -382,7 +386,10 @@ class Agent:
                 past_ms = (floor_s - deadline_s) * 1000
                 turn.degrade(DegradeKind.RELAY_FLOOR, f"{past_ms:.0f} ms past the engine deadline")
                 effort, steps, deadline_s = Effort.INSTANT, cfg.max_steps_per_block, floor_s
-        text, kept_words = fit_prompt(self.turns, effort, self._tok, cfg.max_prompt_tokens)
+        turns = self.turns if self._hints is None else list(self._hints.annotate(self.turns))
+        text, kept_words = fit_prompt(turns, effort, self._tok, cfg.max_prompt_tokens)
+        if kept_words is not None and turns is not self.turns:  # keep the cut, not the hint
+            self.turns[:] = [replace(t, hint="") if isinstance(t, CallerTurn) else t for t in turns]
         if kept_words is not None:
             turn.degrade(DegradeKind.CALLER_TEXT_CUT, f"kept its last {kept_words} words")
         prompt = tuple(self._tok.encode(text))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 from engine.constraints import CallGrammar
 from engine.schedule import Effort
@@ -40,7 +41,7 @@ def fit_prompt(
     words = caller.text.split()
     while len(words) > 1:
         words = words[max(1, len(words) // CUT_SHARE) :]
-        turns[last] = CallerTurn(" ".join(words))
+        turns[last] = replace(caller, text=" ".join(words))
         try:
             return render_prompt(turns, effort, tok, max_prompt_tokens), len(words)
         except PromptTooLongError:

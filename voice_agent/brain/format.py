@@ -40,13 +40,17 @@ EFFORT_TOKENS = {
     Effort.MEDIUM: Special.EFFORT_MEDIUM,
 }
 ERROR_PREFIX = "error"
+HINT_MARK = "~"
+"""Separates a caller line from its hint in a prompt (`<caller> sure thing ~ yes`)."""
 
 
 @dataclass(frozen=True, slots=True)
 class CallerTurn:
-    """What the caller said, as the ASR transcribed it."""
+    """What the caller said, as the ASR transcribed it; `hint` is the act of the nearest
+    known phrasing (voice_agent/brain/hints.py), shown after the line when set."""
 
     text: str
+    hint: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +125,8 @@ class PromptTooLongError(ValueError):
 def render_turn(turn: Turn) -> str:
     """One turn as it appears in a prompt (prompts/FORMAT.md)."""
     match turn:
-        case CallerTurn(text):
-            return f"{Special.CALLER} {text}"
+        case CallerTurn(text, hint):
+            return f"{Special.CALLER} {text}" + (f" {HINT_MARK} {hint}" if hint else "")
         case AgentSay(text):
             return f"{Special.AGENT}{Special.SAY} {text}"
         case AgentCall():

@@ -27,6 +27,7 @@ from tools.bike_shop.pack import call_tool
 from voice_agent.agent import Agent, AgentConfig
 from voice_agent.agent.tools import RunTool
 from voice_agent.audio import PHONE_RATE_HZ
+from voice_agent.brain.hints import CallerHints, for_card
 from voice_agent.clock import Clock, MonotonicClock
 from voice_agent.config import Settings
 from voice_agent.events import Pcm16
@@ -85,6 +86,7 @@ class Pipeline:
         self._shop_now = shop_now
         self._run_tool = run_tool
         self._checkpoint: Checkpoint | None = None
+        self._hints: CallerHints | None = None
         self._engine: Engine | None = None
         self._asr: AsrWorker | None = None
         self._shop: ShopDb | None = None
@@ -101,6 +103,7 @@ class Pipeline:
         cfg = self.settings
         device = cfg.models.device
         self._checkpoint = await asyncio.to_thread(load, self.checkpoint_path, device)
+        self._hints = await asyncio.to_thread(for_card, self._checkpoint.card.prompt_hints)
         self._engine = Engine(
             self._checkpoint.model,
             self._checkpoint.tokenizer.ids,
@@ -186,7 +189,7 @@ class Pipeline:
         config = AgentConfig(min_confidence=self.settings.pipeline.min_confidence)
         ctx = ShopContext(self._shop, self._shop_now)
         return Agent(self.engine, self._checkpoint.tokenizer, ctx, config=config,
-                     run_tool=self._run_tool, clock=self.clock)  # fmt: skip
+                     run_tool=self._run_tool, clock=self.clock, hints=self._hints)  # fmt: skip
 
     def new_listener(self, sample_rate_hz: int) -> Listener:
         if self._asr is None:

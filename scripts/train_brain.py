@@ -63,13 +63,21 @@ def with_strays(steps: list[Step], share: float, seed: int) -> list[Step]:
     return [strays.apply(s, rng) if rng.random() < share else s for s in steps]
 
 
-def with_hints(steps: list[Step]) -> list[Step]:
-    """`steps` with the latest caller line's hint (voice_agent/brain/hints.py), as the
-    hint of an unseen phrasing looks: the nearest frame other than the line's own."""
-    hints = CallerHints.load()
-    latest = [next(t.text for t in reversed(s.history) if isinstance(t, CallerTurn)) for s in steps]
-    hints.hints(latest, skip_own=True)  # batched; annotate then reads the cache
-    return [replace(s, history=hints.annotate(s.history, skip_own=True)) for s in steps]
+def with_hints(steps: list[Step], own_share: float = 0.0, seed: int = 0) -> list[Step]:
+    """`steps` with the latest caller line's hint (voice_agent/brain/hints.py): as the
+    hint of an unseen phrasing looks (the nearest frame other than the line's own), or for a
+    share `own_share` of steps the nearest frame itself, as a known phrasing's looks."""
+    hints, rng = CallerHints.load(), random.Random(seed)
+    own = [rng.random() < own_share for _ in steps]
+    for flag in (False, True):  # batched; annotate then reads the cache
+        lines = [_latest(s) for s, o in zip(steps, own, strict=True) if o == flag]
+        hints.hints(lines, skip_own=not flag)
+    return [replace(s, history=hints.annotate(s.history, skip_own=not o))
+            for s, o in zip(steps, own, strict=True)]  # fmt: skip
+
+
+def _latest(step: Step) -> str:
+    return next(t.text for t in reversed(step.history) if isinstance(t, CallerTurn))
 
 
 def encode(steps: list[Step], tok: TextTokenizer, grammar: CallGrammar, prompt_tokens: int
@@ -119,6 +127,10 @@ def main() -> None:
         "--hints", action="store_true",
         help="show each latest caller line's nearest known act (voice_agent/brain/hints.py)",
     )  # fmt: skip
+    p.add_argument(
+        "--hint-own", type=float, default=0.0,
+        help="with --hints: share of examples whose hint is their own frame's act",
+    )  # fmt: skip
     p.add_argument("--prompt-tokens", type=int, default=128, help="prompt budget per example")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=2e-3)
@@ -130,6 +142,8 @@ def main() -> None:
     args = p.parse_args()
     if args.dialogues < 1 or args.minutes <= 0 or args.prompt_tokens < 16:
         p.error("--dialogues, --minutes and --prompt-tokens (>= 16) must be positive")
+    if not 0.0 <= args.hint_own <= 1.0 or (args.hint_own and not args.hints):
+        p.error(f"--hint-own is a share between 0 and 1 of --hints examples, not {args.hint_own}")
     if not 0.0 <= args.stray <= 1.0:
         p.error(f"--stray is a share between 0 and 1, not {args.stray}")
     if args.seed == EVAL_SEED:
@@ -152,7 +166,7 @@ def main() -> None:
     t0 = time.monotonic()
     steps = with_strays(steps_of(args.seed, args.dialogues, Split.TRAIN), args.stray, args.seed)
     if args.hints:
-        steps = with_hints(steps)
+        steps = with_hints(steps, args.hint_own, args.seed)
     texts = [s.prompt() + s.answer().full_text for s in steps]
     data_hash = hashlib.sha256("\n".join(texts).encode()).hexdigest()
     if args.tokenizer:
@@ -213,7 +227,10 @@ def main() -> None:
     if init is not None:
         notes += f"; continued from {args.init} ({init.card.notes})"
     if args.hints:
-        notes += ", caller hints (nearest known act by all-MiniLM-L6-v2)"
+        notes += (
+            ", caller hints (nearest known act by all-MiniLM-L6-v2; the line's own "
+            f"frame's for a share {args.hint_own:g})"
+        )
     card = ModelCard(config, args.kind, data_hash, metrics, notes=notes, prompt_hints=hints)
     save(args.out, model, tok, card)
     log(json.dumps({"final": metrics}))

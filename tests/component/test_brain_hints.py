@@ -21,7 +21,7 @@ from voice_agent.agent import Agent
 from voice_agent.brain import callers
 from voice_agent.brain.format import AgentSay, CallerTurn, render_prompt
 from voice_agent.brain.hints import HINTS_VERSION, CallerHints, for_card, frames, with_sample_values
-from voice_agent.brain.phrasing import Pool
+from voice_agent.brain.phrasing import Pool, Split
 
 BRAIN = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm"
 
@@ -125,3 +125,21 @@ def test_the_agent_shows_the_hint_to_the_model_and_keeps_its_history_plain(
     assert engine.prompt(2).endswith("<caller> nothing else, thanks ~ done<agent>")
     reply = run(agent.respond("nothing else thanks", draft=draft))
     assert reply.preempted and len(engine.requests) == 3
+
+
+def test_training_hints_are_the_nearest_other_frame_or_for_a_share_the_own(
+    hints: CallerHints,
+) -> None:
+    from scripts.train_brain import steps_of, with_hints
+
+    steps = steps_of(9, 6, Split.TRAIN)
+    latest = [next(t for t in reversed(s.history) if isinstance(t, CallerTurn)) for s in steps]
+    for share, skip in ((0.0, True), (1.0, False)):
+        marked = with_hints(steps, share, seed=3)
+        got = [next(t for t in reversed(s.history) if isinstance(t, CallerTurn)) for s in marked]
+        assert [t.text for t in got] == [t.text for t in latest]
+        assert [t.hint for t in got] == hints.hints([t.text for t in latest], skip_own=skip)
+        older = [t for s, g in zip(marked, got, strict=True) for t in s.history if t is not g]
+        assert all(t.hint == "" for t in older if isinstance(t, CallerTurn))
+    mixed = with_hints(steps, 0.5, seed=3)
+    assert sum(a.history != b.history for a, b in zip(mixed, with_hints(steps), strict=True)) > 0

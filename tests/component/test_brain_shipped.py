@@ -127,7 +127,7 @@ def test_training_continues_the_shipped_brain(tmp_path: Path) -> None:
     out = tmp_path / "go-on"
     done = subprocess.run(
         [sys.executable, script, "--init", str(BRAIN), "--out", str(out), "--dialogues", "2",
-         "--seed", "5", "--stray", "0.5", "--hints",
+         "--seed", "5", "--stray", "0.5", "--hints", "--hint-own", "0.5",
          "--minutes", str(shipped["train_minutes"] + 30), "--max-steps",
          str(shipped["steps"] + 2), "--eval-examples", "4", "--threads", "1", "--device", "cpu"],
         capture_output=True, text=True, timeout=300, check=False,
@@ -140,7 +140,7 @@ def test_training_continues_the_shipped_brain(tmp_path: Path) -> None:
     assert card.metrics["steps"] == shipped["steps"] + 2
     assert f"continued from {BRAIN}" in card.notes
     assert "(seed 5)" in card.notes and "a share 0.5 of examples" in card.notes
-    assert card.prompt_hints == HINTS_VERSION and "caller hints" in card.notes
+    assert card.prompt_hints == HINTS_VERSION and "own frame's for a share 0.5" in card.notes
     data = next(line for line in lines if "examples" in line)
     assert (data["seed"], data["stray"]) == (5, 0.5)
     for argv, says in (
@@ -148,6 +148,8 @@ def test_training_continues_the_shipped_brain(tmp_path: Path) -> None:
         (["--init", str(tmp_path / "missing")], "lacks model.safetensors"),
         (["--stray", "1.5"], "--stray is a share between 0 and 1"),
         (["--seed", "2"], "--seed 2 is the evaluation seed"),
+        (["--hint-own", "0.5"], "--hint-own is a share between 0 and 1 of --hints examples"),
+        (["--hints", "--hint-own", "2"], "--hint-own is a share"),
     ):
         bad = subprocess.run([sys.executable, script, "--out", str(tmp_path / "bad"), *argv],
                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip

@@ -42,7 +42,7 @@ from voice_agent.brain.augment import StrayWords
 from voice_agent.brain.dialogues import Example as Step
 from voice_agent.brain.dialogues import generate as dialogues
 from voice_agent.brain.dialogues import misfit
-from voice_agent.brain.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError
+from voice_agent.brain.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError, last_caller
 from voice_agent.brain.hints import HINTS_VERSION, CallerHints
 from voice_agent.brain.phrasing import Split
 
@@ -77,7 +77,9 @@ def with_hints(steps: list[Step], own_share: float = 0.0, seed: int = 0) -> list
 
 
 def _latest(step: Step) -> str:
-    return next(t.text for t in reversed(step.history) if isinstance(t, CallerTurn))
+    line = step.history[last_caller(step.history)]
+    assert isinstance(line, CallerTurn)
+    return line.text
 
 
 def encode(steps: list[Step], tok: TextTokenizer, grammar: CallGrammar, prompt_tokens: int

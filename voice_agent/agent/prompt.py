@@ -10,7 +10,13 @@ from engine.schedule import Effort
 from engine.tokenizer import TextTokenizer
 from tools.bike_shop.readbacks import READBACKS
 from tools.bike_shop.schemas import ARGUMENT_MODELS
-from voice_agent.brain.format import CallerTurn, PromptTooLongError, Turn, render_prompt
+from voice_agent.brain.format import (
+    CallerTurn,
+    PromptTooLongError,
+    Turn,
+    last_caller,
+    render_prompt,
+)
 
 CUT_SHARE = 4
 """A caller turn too long for the window loses a quarter of its words per try."""
@@ -35,7 +41,7 @@ def fit_prompt(
         return render_prompt(turns, effort, tok, max_prompt_tokens), None
     except PromptTooLongError:
         pass
-    last = max(i for i, t in enumerate(turns) if isinstance(t, CallerTurn))
+    last = last_caller(turns)
     caller = turns[last]
     assert isinstance(caller, CallerTurn)
     words = caller.text.split()

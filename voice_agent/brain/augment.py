@@ -28,7 +28,7 @@ from engine.names import common_words
 from tools.bike_shop import speakable
 from voice_agent.brain import lexicon
 from voice_agent.brain.dialogues import Example
-from voice_agent.brain.format import CallerTurn
+from voice_agent.brain.format import CallerTurn, last_caller
 from voice_agent.brain.phrasing import CAPITALIZED
 
 MIN_LETTERS, MAX_LETTERS = 3, 8
@@ -97,8 +97,8 @@ class StrayWords:
     def apply(self, example: Example, rng: random.Random) -> Example:
         """`example` with stray words in its latest caller line (unchanged without one)."""
         history = example.history
-        at = max((i for i, t in enumerate(history) if isinstance(t, CallerTurn)), default=None)
-        if at is None:
+        at = last_caller(history)
+        if at < 0:
             return example
         line = history[at]
         assert isinstance(line, CallerTurn)

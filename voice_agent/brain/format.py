@@ -153,6 +153,11 @@ def call_sources(turns: Sequence[Turn]) -> CallSources:
     )
 
 
+def last_caller(turns: Sequence[Turn]) -> int:
+    """Index of the latest caller turn in `turns`, -1 when there is none."""
+    return max((i for i, t in enumerate(turns) if isinstance(t, CallerTurn)), default=-1)
+
+
 def render_prompt(
     turns: Sequence[Turn],
     effort: Effort,
@@ -166,27 +171,27 @@ def render_prompt(
     PromptTooLongError when the last caller turn alone overflows `max_prompt_tokens`.
     Token counts are exact with `tok` (specials split turns), estimated without.
     """
-    last_caller = max((i for i, t in enumerate(turns) if isinstance(t, CallerTurn)), default=-1)
-    if last_caller < 0:
+    latest = last_caller(turns)
+    if latest < 0:
         raise ValueError("a prompt needs at least one caller turn")
     head, tail = f"{Special.BOS}{EFFORT_TOKENS[effort]}", Special.AGENT
     pieces = [render_turn(t) for t in turns]
     sizes = [count_tokens(p, tok) for p in pieces]
     budget = max_prompt_tokens - count_tokens(head, tok) - count_tokens(tail, tok)
-    budget -= sizes[last_caller]
+    budget -= sizes[latest]
     if budget < 0:
         raise PromptTooLongError(
-            f"the last caller turn takes {sizes[last_caller]} tokens; "
+            f"the last caller turn takes {sizes[latest]} tokens; "
             f"the prompt budget is {max_prompt_tokens}"
         )
-    kept = {last_caller}
-    for i in range(len(turns) - 1, last_caller, -1):  # after the caller turn, newest first
+    kept = {latest}
+    for i in range(len(turns) - 1, latest, -1):  # after the caller turn, newest first
         if sizes[i] > budget:
             break
         kept.add(i)
         budget -= sizes[i]
-    if kept == set(range(last_caller, len(turns))):  # then older turns, while contiguous
-        for i in range(last_caller - 1, -1, -1):
+    if kept == set(range(latest, len(turns))):  # then older turns, while contiguous
+        for i in range(latest - 1, -1, -1):
             if sizes[i] > budget:
                 break
             kept.add(i)

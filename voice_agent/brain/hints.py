@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from voice_agent.brain import callers
-from voice_agent.brain.format import CallerTurn, Turn
+from voice_agent.brain.format import CallerTurn, Turn, last_caller
 from voice_agent.brain.phrasing import Pool
 
 HINTS_VERSION = "minilm-nearest-frame/1"
@@ -135,7 +135,7 @@ class CallerHints:
                 mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
                 rows.append(torch.nn.functional.normalize(mean, dim=-1))
-        return torch.cat(rows) if rows else torch.empty(0, self._bank.shape[1])
+        return torch.cat(rows)
 
     def hints(self, texts: Iterable[str], skip_own: bool = False) -> list[str]:
         """The act label of each text's nearest frame (second nearest with `skip_own`)."""
@@ -154,14 +154,12 @@ class CallerHints:
 
     def annotate(self, turns: Sequence[Turn], skip_own: bool = False) -> tuple[Turn, ...]:
         """`turns` with the latest caller turn carrying its hint and no other turn one."""
-        last = max((i for i, t in enumerate(turns) if isinstance(t, CallerTurn)), default=-1)
-        out: list[Turn] = []
-        for i, t in enumerate(turns):
-            if isinstance(t, CallerTurn):
-                hint = self.hint(t.text, skip_own) if i == last else ""
-                t = replace(t, hint=hint) if hint != t.hint else t
-            out.append(t)
-        return tuple(out)
+        last = last_caller(turns)
+        return tuple(
+            replace(t, hint=self.hint(t.text, skip_own) if i == last else "")
+            if isinstance(t, CallerTurn) else t
+            for i, t in enumerate(turns)
+        )  # fmt: skip
 
 
 @cache

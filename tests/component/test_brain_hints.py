@@ -5,10 +5,12 @@ hint; a model card decides whether prompts get hints."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from torch import Tensor
 
 from engine.checkpoint import ModelCard, load, save
 from engine.config import preset
@@ -125,6 +127,47 @@ def test_the_agent_shows_the_hint_to_the_model_and_keeps_its_history_plain(
     assert engine.prompt(2).endswith("<caller> nothing else, thanks ~ done<agent>")
     reply = run(agent.respond("nothing else thanks", draft=draft))
     assert reply.preempted and len(engine.requests) == 3
+
+
+def test_the_agent_runs_the_encoder_off_the_event_loop(
+    hints: CallerHints, shop: ShopContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[int] = []
+    embed = hints.embed
+
+    def recording_embed(texts: Sequence[str]) -> Tensor:
+        threads.append(threading.get_ident())
+        return embed(texts)
+
+    monkeypatch.setattr(hints, "embed", recording_embed)
+    tok = TextTokenizer.load(BRAIN / "tokenizer.json")
+    engine = ScriptedEngine(tok, say(tok, "Sure."), say(tok, "Bye."))
+    agent = Agent(engine, tok, shop, hints=hints)
+    agent.greet()
+    run(agent.draft("do you lot fix wobbly wheels on a sunday"))
+    run(agent.respond("is there any way i could speak to the owner"))
+    assert engine.prompt(1).endswith("<caller> is there any way i could speak to the owner ~ "
+                                     f"{hints.hint('is there any way i could speak to the owner')}<agent>")  # fmt: skip
+    assert len(threads) == 2 and threading.get_ident() not in threads
+
+
+def test_the_hint_cache_is_bounded_and_keeps_recent_lines(
+    hints: CallerHints, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("voice_agent.brain.hints.CACHE_LINES", 3)
+    lines = [
+        "sure thing",
+        "any chance you stock rim brake pads",
+        "what are the opening times",
+        "ok bye",
+    ]
+    assert [hints.hint(t) for t in lines][:3] == ["yes", "search", "hours"]
+    calls: list[list[str]] = []
+    embed = hints.embed
+    monkeypatch.setattr(hints, "embed", lambda texts: calls.append(list(texts)) or embed(texts))
+    hints.hints(lines[1:])  # the three most recent: all cached
+    hints.hint(lines[0])  # pushed out by the bound: encoded again
+    assert calls == [[lines[0]]]
 
 
 def test_training_hints_are_the_nearest_other_frame_or_for_a_share_the_own(

@@ -258,6 +258,7 @@ class Agent:
             turn.draft = draft
         self.turns.append(CallerTurn(caller_text.strip()))
         try:
+            await self._warm_hint(caller_text.strip())
             for generation in range(self.config.max_tool_steps + 1):
                 turn.streamer.restart()
                 if generation == 0 and turn.draft is not None:
@@ -338,6 +339,7 @@ class Agent:
         leaving the history as it is and running nothing (cancel it when the caller goes
         on). No deadline: it runs while the caller is silent."""
         history = tuple(self.turns)
+        await self._warm_hint(caller_text.strip())
         self.turns.append(CallerTurn(caller_text.strip()))
         try:
             request = self._request(_Turn(0, SayStreamer(self._tok, None)), None, effort, None)
@@ -350,6 +352,13 @@ class Agent:
         if result is None:
             raise RuntimeError("the engine ended a request without its result")
         return Draft(caller_text.strip(), history, result)
+
+    async def _warm_hint(self, line: str) -> None:
+        """Work out the caller line's hint (one sentence-encoder forward, tens of ms on a
+        CPU) on a worker thread, so `_request` finds it cached and the event loop, which
+        carries every call's audio, never waits on the encoder."""
+        if self._hints is not None:
+            await asyncio.to_thread(self._hints.hint, line)
 
     def _adopt(self, turn: _Turn, result: Generation, tracker: TurnTracker | None) -> Generation:
         """Take a draft's answer as this turn's first: streamed at once, timed as an

@@ -22,6 +22,8 @@ in the bank.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from functools import cache
@@ -56,6 +58,11 @@ EDGE_POOLS = frozenset({"OPENERS", "CLOSERS"})
 """Greetings and politeness words composed around frames, not acts."""
 
 BATCH = 256
+
+CACHE_LINES = 4096
+"""Hints kept per process (least recently used go first): a live agent asks once per
+caller line, so this bounds memory over many calls while training and evaluation, which
+look lines up again, mostly hit."""
 
 
 class HintModelMissing(RuntimeError):
@@ -116,7 +123,8 @@ class CallerHints:
         bank = frames()
         self.labels = [label for _, label in bank]
         self._bank = self.embed([text for text, _ in bank])
-        self._cache: dict[tuple[str, bool], str] = {}
+        self._cache: OrderedDict[tuple[str, bool], str] = OrderedDict()
+        self._lock = threading.Lock()  # agents warm the cache from worker threads
 
     @classmethod
     def load(cls) -> CallerHints:
@@ -138,16 +146,26 @@ class CallerHints:
         return torch.cat(rows)
 
     def hints(self, texts: Iterable[str], skip_own: bool = False) -> list[str]:
-        """The act label of each text's nearest frame (second nearest with `skip_own`)."""
+        """The act label of each text's nearest frame (second nearest with `skip_own`).
+        Safe to call from several threads (the encoder runs outside the lock)."""
         texts = list(texts)
-        todo = sorted({t for t in texts if (t, skip_own) not in self._cache})
+        found: dict[str, str] = {}
+        with self._lock:
+            for t in texts:
+                if (t, skip_own) in self._cache:
+                    self._cache.move_to_end((t, skip_own))
+                    found[t] = self._cache[(t, skip_own)]
+        todo = sorted(set(texts) - found.keys())
         if todo:
             scores = self.embed(todo) @ self._bank.T
             rank = 1 if skip_own else 0
             nearest = scores.topk(rank + 1, dim=-1).indices[:, rank]
-            for text, i in zip(todo, nearest.tolist(), strict=True):
-                self._cache[(text, skip_own)] = self.labels[i]
-        return [self._cache[(t, skip_own)] for t in texts]
+            with self._lock:
+                for text, i in zip(todo, nearest.tolist(), strict=True):
+                    found[text] = self._cache[(text, skip_own)] = self.labels[i]
+                while len(self._cache) > CACHE_LINES:
+                    self._cache.popitem(last=False)
+        return [found[t] for t in texts]
 
     def hint(self, text: str, skip_own: bool = False) -> str:
         return self.hints([text], skip_own)[0]

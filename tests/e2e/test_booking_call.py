@@ -58,8 +58,11 @@ async def test_a_caller_books_a_tune_up_and_the_booking_is_in_sqlite(tmp_path: P
         tmp_path, shop_now=lambda: WEDNESDAY_9AM, budgets=GENEROUS_BUDGETS
     ) as (server, sessions):
         seeded = rows(tmp_path / "shop.sqlite")
+        # The caller hangs up after 3 s of quiet following the last reply: under a full
+        # suite's load the reply's next sentence can take over a second to synthesize, and
+        # a 1 s wait once cut the confirmation after its first words (240 ms of audio).
         summary, reply = await simulate_call(
-            url(server), caller, RATE_HZ, idle_after_reply_s=1.0, max_tail_s=10.0
+            url(server), caller, RATE_HZ, idle_after_reply_s=3.0, max_tail_s=10.0
         )
     turns = sessions[0].turns
     said = "\n".join(f"caller: {t.caller_text}\nagent: {t.agent_text} "

@@ -20,7 +20,7 @@ from engine.schedule import Schedule
 from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.brain.dialogues import generate as dialogues
 from voice_agent.brain.format import ANSWER_TOKENS, AgentCall
-from voice_agent.brain.hints import HINTS_VERSION
+from voice_agent.brain.hints import HINTS_VERSION, for_card
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scoring import Scorer
 
@@ -38,7 +38,10 @@ def test_the_brain_answers_held_out_calls_with_valid_actions() -> None:
     steps = [ex for d in dialogues(7, 6, Split.HELDOUT) for ex in d.examples][:40]
     assert any(isinstance(s.action, AgentCall) for s in steps)
     scorer = Scorer(ARGUMENT_MODELS)
+    hints = for_card(brain.card.prompt_hints)  # as the agent shows them, when trained with them
     for step in steps:
+        if hints is not None:
+            step = replace(step, history=hints.annotate(step.history))
         prompt = tuple(tok.encode(step.prompt(tok, PROMPT_TOKENS)))
         schedule = Schedule(threshold=0.9, max_new_tokens=ANSWER_TOKENS, effort=step.effort)
         g = generate(brain.model, tok.ids, Request(prompt, schedule, grammar=grammar),

@@ -39,6 +39,25 @@ class ModelCard:
     """The caller-hint scheme the model was trained with (voice_agent/brain/hints.py's
     HINTS_VERSION), or "" for none: whoever builds its prompts must add the same hints."""
 
+    @property
+    def prompt_tokens(self) -> int | None:
+        """The longest prompt the model was trained on (`metrics["prompt_tokens"]`, written
+        by scripts/train_brain.py), or None when the card does not say. Prompts for the
+        model belong within it: a longer one puts the answer at positions training never
+        filled, and the answer degrades (a booking relay came out as garbled reasoning
+        with no `<say>` at 152 prompt tokens from a model trained on 128)."""
+        value = self.metrics.get("prompt_tokens")
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"metrics.prompt_tokens must be a positive integer, not {value!r}")
+        if value >= self.config.max_seq_len:
+            raise ValueError(
+                f"metrics.prompt_tokens {value} leaves no room for an answer in the "
+                f"model's {self.config.max_seq_len}-token window"
+            )
+        return value
+
     def to_json(self) -> dict[str, Any]:
         return {
             "version": CARD_VERSION,
@@ -92,6 +111,7 @@ def load(directory: Path, device: str = "cpu", compile: bool = False) -> Checkpo
             raw.get("notes", ""),
             str(raw.get("prompt_hints", "")),
         )
+        card.prompt_tokens  # noqa: B018 -- checked here, so a bad card fails at load
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{directory / CARD} is not a valid model card: {exc}") from None
     if card.kind not in ("diffusion", "autoregressive"):

@@ -41,6 +41,7 @@ from engine.generate import Request, generate
 from engine.schedule import Schedule
 from tools.bike_shop.readbacks import READBACKS
 from tools.bike_shop.schemas import ARGUMENT_MODELS
+from voice_agent.agent.prompt import prompt_budget
 from voice_agent.brain.dialogues import Example as Step
 from voice_agent.brain.dialogues import generate as dialogues
 from voice_agent.brain.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError, call_sources
@@ -187,7 +188,8 @@ def main() -> None:
     p.add_argument("--ar", type=Path, default=DEFAULT_AR)
     p.add_argument("--dialogues", type=int, default=100)
     p.add_argument("--speech-examples", type=int, default=60)
-    p.add_argument("--prompt-tokens", type=int, default=128)
+    p.add_argument("--prompt-tokens", type=int, default=None,
+                   help="prompt budget (default: the brain's trained length)")  # fmt: skip
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--asr", choices=ASR_MODELS, default="tiny.en", help="Whisper model")
     p.add_argument("--voices", default=",".join(VOICES),
@@ -206,10 +208,13 @@ def main() -> None:
         dlm, ar = load(args.dlm), load(args.ar)
     except (FileNotFoundError, ValueError) as exc:
         sys.exit(f"eval_brain: {exc}")
+    if args.prompt_tokens is None:
+        args.prompt_tokens = prompt_budget(dlm.card)
     steps = [ex for d in dialogues(EVAL_SEED, args.dialogues, Split.HELDOUT) for ex in d.examples]
     result: dict[str, Any] = {
         "dialogues": args.dialogues,
         "examples": len(steps),
+        "prompt_tokens": args.prompt_tokens,
         "text": run_engine(dlm, steps, args.prompt_tokens),
         "text_unconstrained": run_engine(dlm, steps, args.prompt_tokens, constrained=False),
         "ar_twin": run_engine(stepped(ar), steps, args.prompt_tokens),

@@ -2,22 +2,35 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sqlite3
 import subprocess
 import sys
 import time
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 import torch
 
+from engine.batching import Engine
 from engine.checkpoint import ModelCard, load, save
 from engine.constraints import CallGrammar
 from engine.generate import Request, generate
 from engine.model import DiffusionLM
 from engine.schedule import Schedule
+from tools.bike_shop.db import ShopContext, ShopDb
 from tools.bike_shop.schemas import ARGUMENT_MODELS
+from voice_agent.agent import (
+    Agent,
+    AgentConfig,
+    AgentReply,
+    ReplyKind,
+    ToolOutcome,
+    prompt_budget,
+)
 from voice_agent.brain.dialogues import generate as dialogues
 from voice_agent.brain.format import ANSWER_TOKENS, AgentCall
 from voice_agent.brain.hints import HINTS_VERSION, for_card
@@ -26,7 +39,6 @@ from voice_agent.brain.scoring import Scorer
 
 ROOT = Path(__file__).resolve().parents[2]
 BRAIN = ROOT / "engine" / "checkpoints" / "brain-dlm"
-PROMPT_TOKENS = 128  # as trained (scripts/train_brain.py --prompt-tokens)
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +54,7 @@ def test_the_brain_answers_held_out_calls_with_valid_actions() -> None:
     for step in steps:
         if hints is not None:
             step = replace(step, history=hints.annotate(step.history))
-        prompt = tuple(tok.encode(step.prompt(tok, PROMPT_TOKENS)))
+        prompt = tuple(tok.encode(step.prompt(tok, prompt_budget(brain.card))))
         schedule = Schedule(threshold=0.9, max_new_tokens=ANSWER_TOKENS, effort=step.effort)
         g = generate(brain.model, tok.ids, Request(prompt, schedule, grammar=grammar),
                      time.monotonic)  # fmt: skip
@@ -55,6 +67,48 @@ def test_the_brain_answers_held_out_calls_with_valid_actions() -> None:
     # Measured on 363 held-out actions (eval_brain.py): speak-vs-call 0.88, exact call 0.85.
     assert report["speak_vs_call"] >= 0.7
     assert report["unparseable_answers"] <= 4
+
+
+WEDNESDAY_9AM = datetime(2026, 12, 2, 9, 0)
+
+
+def test_the_brain_books_a_tune_up_and_relays_the_booking(tmp_path: Path) -> None:
+    """The e2e booking call's words as text, through the agent and the real engine with
+    the prompt budget the pipeline gives it (the card's trained prompt length): the
+    read-back, the booking in SQLite, its relay after the tool's result (the prompt is
+    past 128 tokens by then) and the goodbye."""
+    brain = load(BRAIN)
+    assert brain.card.prompt_tokens is not None
+    assert prompt_budget(brain.card) == brain.card.prompt_tokens
+
+    async def call() -> list[AgentReply]:
+        engine = Engine(brain.model, brain.tokenizer.ids, max_batch=2)
+        engine.start()
+        db = ShopDb.open(tmp_path / "shop.sqlite", WEDNESDAY_9AM.date())
+        config = AgentConfig(max_prompt_tokens=prompt_budget(brain.card))
+        agent = Agent(engine, brain.tokenizer, ShopContext(db, lambda: WEDNESDAY_9AM),
+                      config=config, hints=for_card(brain.card.prompt_hints))  # fmt: skip
+        agent.greet()
+        try:
+            return [await agent.respond(line) for line in (
+                "Hi, I'd like to book a tune-up for tomorrow at 10 am. My name is Anna.",
+                "Yes please.",
+                "Thanks, bye.",
+            )]  # fmt: skip
+        finally:
+            await engine.close()
+            db.close()
+
+    replies = asyncio.run(call())
+    said = [r.text for r in replies]
+    assert said[0].startswith("So a tune-up tomorrow at ten o'clock for Anna"), said
+    [booking] = replies[1].tool_calls
+    assert booking.tool == "book_service" and booking.outcome is ToolOutcome.OK, said
+    assert said[1].startswith("You're booked in for a tune-up tomorrow at ten o'clock"), said
+    assert replies[2].kind is ReplyKind.HANG_UP, said
+    with sqlite3.connect(tmp_path / "shop.sqlite") as conn:
+        [row] = conn.execute("SELECT name, start, service FROM bookings WHERE name = 'Anna'")
+    assert row == ("Anna", "10:00", "tune-up")
 
 
 def test_the_evaluation_script_writes_the_figures_others_rely_on(tmp_path: Path) -> None:

@@ -19,12 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from engine.checkpoint import load
 from tests.e2e.test_pipeline_call import GENEROUS_BUDGETS, RATE_HZ, loud_ms, pipeline_server
 from tests.fakes import url
 from tools.bike_shop.timewords import resolve_day
 from voice_agent.agent import ToolOutcome
 from voice_agent.audio import resample
 from voice_agent.demo import caller_audio
+from voice_agent.pipeline.pipeline import BRAIN_CHECKPOINT
 from voice_agent.simulator import simulate_call
 from voice_agent.speech import PiperSynthesizer
 
@@ -65,6 +67,8 @@ async def test_a_caller_books_a_tune_up_and_the_booking_is_in_sqlite(tmp_path: P
             url(server), caller, RATE_HZ, idle_after_reply_s=3.0, max_tail_s=10.0
         )
     turns = sessions[0].turns
+    # prompts fitted to what the brain was trained on (past it, the relay came out garbled)
+    assert sessions[0].agent.config.max_prompt_tokens == load(BRAIN_CHECKPOINT).card.prompt_tokens
     said = "\n".join(f"caller: {t.caller_text}\nagent: {t.agent_text} "
                      f"{[(c.tool, dict(c.arguments)) for c in t.tool_calls]}" for t in turns)  # fmt: skip
     assert turns[0].agent_text.startswith("So a tune-up tomorrow at ten o'clock for Anna"), said

@@ -93,3 +93,25 @@ def test_device_options_fail_clearly(tok: TextTokenizer) -> None:
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="no GPU"):
             prepare(small(tok), "cuda")
+
+
+def test_the_card_says_how_long_a_prompt_the_model_was_trained_on(
+    tmp_path: Path, tok: TextTokenizer
+) -> None:
+    model = small(tok)  # a 128-token window
+    assert ModelCard(model.config, "diffusion").prompt_tokens is None
+    save(
+        tmp_path / "ck",
+        model,
+        tok,
+        ModelCard(model.config, "diffusion", metrics={"prompt_tokens": 96}),
+    )
+    assert load(tmp_path / "ck").card.prompt_tokens == 96
+    path = tmp_path / "ck" / "model_card.json"
+    for bad, why in (("96", "positive integer"), (0, "positive integer"), (True, "positive integer"),
+                     (128, "no room for an answer")):  # fmt: skip
+        card = json.loads(path.read_text())
+        card["metrics"]["prompt_tokens"] = bad
+        path.write_text(json.dumps(card))
+        with pytest.raises(ValueError, match=why):
+            load(tmp_path / "ck")

@@ -8,7 +8,7 @@ from voice_agent.agent.agent import (
     EngineStalled,
     same_words,
 )
-from voice_agent.agent.prompt import fit_prompt, shop_grammar
+from voice_agent.agent.prompt import fit_prompt, prompt_budget, shop_grammar
 from voice_agent.agent.reply import (
     AgentDegrade,
     AgentReply,
@@ -35,6 +35,7 @@ __all__ = [
     "ToolCallRecord",
     "ToolOutcome",
     "fit_prompt",
+    "prompt_budget",
     "same_words",
     "shop_grammar",
 ]

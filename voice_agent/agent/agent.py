@@ -106,6 +106,8 @@ class AgentConfig:
     max_steps_per_block: int = 16
     max_new_tokens: int = ANSWER_TOKENS
     max_prompt_tokens: int = MAX_PROMPT_TOKENS
+    """Older turns are dropped to fit. Keep it to the prompt length the model was trained
+    on (`prompt_budget(card)`; the pipeline does): longer prompts degrade its answers."""
     tool_timeout_s: float | None = None
     """None: each tool's own `ToolSpec.timeout_s`."""
     engine_stall_s: float = 2.0

@@ -5,12 +5,14 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
+from engine.checkpoint import ModelCard
 from engine.constraints import CallGrammar
 from engine.schedule import Effort
 from engine.tokenizer import TextTokenizer
 from tools.bike_shop.readbacks import READBACKS
 from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.brain.format import (
+    MAX_PROMPT_TOKENS,
     CallerTurn,
     PromptTooLongError,
     Turn,
@@ -27,6 +29,14 @@ def shop_grammar(tok: TextTokenizer) -> CallGrammar:
     """The bike shop's call grammar and read-backs for `tok`, built once per process and
     tokenizer."""
     return CallGrammar(tok, ARGUMENT_MODELS, READBACKS)
+
+
+def prompt_budget(card: ModelCard) -> int:
+    """The prompt budget for the model behind `card`: the prompt length it was trained on
+    (`ModelCard.prompt_tokens`), never more than the window leaves beside the answer
+    (MAX_PROMPT_TOKENS, also the budget when the card does not say)."""
+    trained = card.prompt_tokens
+    return MAX_PROMPT_TOKENS if trained is None else min(trained, MAX_PROMPT_TOKENS)
 
 
 def fit_prompt(

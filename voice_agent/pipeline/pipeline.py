@@ -24,7 +24,7 @@ from engine.batching import Engine
 from engine.checkpoint import Checkpoint, load
 from tools.bike_shop.db import ShopContext, ShopDb
 from tools.bike_shop.pack import call_tool
-from voice_agent.agent import Agent, AgentConfig
+from voice_agent.agent import Agent, AgentConfig, prompt_budget
 from voice_agent.agent.tools import RunTool
 from voice_agent.audio import PHONE_RATE_HZ
 from voice_agent.brain.hints import CallerHints, for_card
@@ -119,7 +119,9 @@ class Pipeline:
         )
         await self.phrase_cache(PHONE_RATE_HZ).warm_async()
         await self._start_telemetry()
-        log.info("pipeline ready: brain %s, voice %s", self.checkpoint_path, self.synthesizer.voice)
+        budget = prompt_budget(self._checkpoint.card)
+        log.info("pipeline ready: brain %s (prompts up to %d tokens), voice %s",
+                 self.checkpoint_path, budget, self.synthesizer.voice)  # fmt: skip
 
     async def _start_telemetry(self) -> None:
         cfg = self.settings.telemetry
@@ -186,7 +188,10 @@ class Pipeline:
     def new_agent(self) -> Agent:
         if self._checkpoint is None or self._shop is None:
             raise RuntimeError("the pipeline is not started")
-        config = AgentConfig(min_confidence=self.settings.pipeline.min_confidence)
+        config = AgentConfig(
+            min_confidence=self.settings.pipeline.min_confidence,
+            max_prompt_tokens=prompt_budget(self._checkpoint.card),
+        )
         ctx = ShopContext(self._shop, self._shop_now)
         return Agent(self.engine, self._checkpoint.tokenizer, ctx, config=config,
                      run_tool=self._run_tool, clock=self.clock, hints=self._hints)  # fmt: skip

@@ -43,6 +43,7 @@ from voice_agent.brain.dialogues import Example as Step
 from voice_agent.brain.dialogues import generate as dialogues
 from voice_agent.brain.dialogues import misfit
 from voice_agent.brain.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError, last_caller
+from voice_agent.brain.heard import HeardLines
 from voice_agent.brain.hints import HINTS_VERSION, CallerHints
 from voice_agent.brain.phrasing import Split
 
@@ -74,6 +75,26 @@ def with_hints(steps: list[Step], own_share: float = 0.0, seed: int = 0) -> list
         hints.hints(lines, skip_own=not flag)
     return [replace(s, history=hints.annotate(s.history, skip_own=not o))
             for s, o in zip(steps, own, strict=True)]  # fmt: skip
+
+
+def heard_copies(steps: list[Step], path: Path) -> tuple[list[Step], Counter[str]]:
+    """Copies of the `steps` whose latest caller line `path` (scripts/make_heard_lines.py)
+    has heard, with that line as heard (voice_agent/brain/heard.py), and their tally:
+    copies, calls turned into the repeat request, copies left out (value misspelt)."""
+    lines = HeardLines.load(path)
+    out: list[Step] = []
+    tally: Counter[str] = Counter()
+    for step in steps:
+        if not lines.covers(step):
+            continue
+        copy = lines.apply(step)
+        if copy is None:
+            tally["left_out"] += 1
+            continue
+        out.append(copy)
+        tally["copies"] += 1
+        tally["repeat_requests"] += copy.action != step.action
+    return out, tally
 
 
 def _latest(step: Step) -> str:
@@ -133,6 +154,11 @@ def main() -> None:
         "--hint-own", type=float, default=0.0,
         help="with --hints: share of examples whose hint is their own frame's act",
     )  # fmt: skip
+    p.add_argument(
+        "--heard", type=Path,
+        help="also train on copies of the examples whose latest caller line this file "
+        "(scripts/make_heard_lines.py) has as the recognizer heard it",
+    )  # fmt: skip
     p.add_argument("--prompt-tokens", type=int, default=128, help="prompt budget per example")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=2e-3)
@@ -166,7 +192,18 @@ def main() -> None:
             p.error(f"--init {args.init} holds a {init.card.kind} model, not {args.kind}")
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    steps = with_strays(steps_of(args.seed, args.dialogues, Split.TRAIN), args.stray, args.seed)
+    steps = steps_of(args.seed, args.dialogues, Split.TRAIN)
+    heard: list[Step] = []
+    heard_tally: Counter[str] = Counter()
+    if args.heard:
+        try:
+            heard, heard_tally = heard_copies(steps, args.heard)
+        except (OSError, ValueError) as exc:
+            p.error(f"--heard: {exc}")
+        if not heard:
+            p.error(f"--heard {args.heard} holds no caller line of these training calls "
+                    f"(seed {args.seed}, {args.dialogues} dialogues)")  # fmt: skip
+    steps = with_strays(steps, args.stray, args.seed) + heard
     if args.hints:
         steps = with_hints(steps, args.hint_own, args.seed)
     texts = [s.prompt() + s.answer().full_text for s in steps]
@@ -184,7 +221,7 @@ def main() -> None:
     examples, dropped = encode(steps, tok, grammar, args.prompt_tokens)
     data_s = round(time.monotonic() - t0, 1)
     log(json.dumps({"dialogues": args.dialogues, "seed": args.seed, "stray": args.stray,
-                    "examples": len(examples),
+                    "examples": len(examples), "heard": dict(heard_tally),
                     "dropped": dict(dropped), "data_s": data_s}))  # fmt: skip
 
     block = 1 if args.kind == "autoregressive" else args.block_size
@@ -216,6 +253,7 @@ def main() -> None:
         "train_examples": len(examples),
         "dropped_examples": dict(dropped),
         "prompt_tokens": args.prompt_tokens,
+        **({"heard_copies": dict(heard_tally)} if args.heard else {}),
         "heldout": held_out(
             Checkpoint(model.cpu(), tok, ModelCard(config, args.kind, prompt_hints=hints)),
             heldout[: args.eval_examples],
@@ -226,6 +264,12 @@ def main() -> None:
              f"dialogues (seed {args.seed}), {args.preset} preset, block {block}")  # fmt: skip
     if args.stray:
         notes += f", stray words in the latest caller line of a share {args.stray:g} of examples"
+    if args.heard:
+        notes += (
+            f", plus {heard_tally['copies']} copies with the latest caller line as Whisper "
+            f"tiny.en heard it from unseen voices ({args.heard.name}; "
+            f"{heard_tally['repeat_requests']} turned into the repeat request)"
+        )
     if init is not None:
         notes += f"; continued from {args.init} ({init.card.notes})"
     if args.hints:

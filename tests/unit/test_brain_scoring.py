@@ -30,13 +30,15 @@ def test_calls_are_scored_per_tool() -> None:
     assert not scorer.add(example(HOURS), "<say> We open at ten.")
     assert not scorer.add(example(ORDER), call("opening_hours", day="saturday"))
     assert not scorer.add(example(ORDER), "<call> not json")
+    assert not scorer.add(example(ORDER), "<say> Sorry, could you say that again?")
     assert scorer.add(example(AgentSay("Hello!")), "<say> Hello!")
     report = scorer.report()
-    assert report["calls"] == 5 and report["answers"] == 6
-    assert report["exact_tool_call"] == 0.2 and report["exact_reply"] == 1.0
+    assert report["calls"] == 6 and report["answers"] == 7
+    assert report["exact_tool_call"] == 0.1667 and report["exact_reply"] == 1.0
+    assert report["calls_asked_again"] == 0.1667
     assert report["by_tool"] == {
         "opening_hours": {"calls": 3, "right_tool": 2, "exact": 1, "said_instead": 1,
-                          "other_tool": 0, "unparseable": 0},
-        "order_status": {"calls": 2, "right_tool": 0, "exact": 0, "said_instead": 0,
-                         "other_tool": 1, "unparseable": 1},
+                          "asked_again": 0, "other_tool": 0, "unparseable": 0},
+        "order_status": {"calls": 3, "right_tool": 0, "exact": 0, "said_instead": 1,
+                         "asked_again": 1, "other_tool": 1, "unparseable": 1},
     }  # fmt: skip

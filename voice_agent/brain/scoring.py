@@ -5,7 +5,8 @@ example's action; `Scorer.report()` gives the figures `scripts/eval_brain.py` wr
 exact tool-call match (name and every argument), argument-level accuracy, speak-vs-call
 decisions, empty/unparseable answers, exact replies, and replies that state a number or
 time found neither in the caller's lines nor in a tool result, and per gold tool how
-its calls went (right tool, exact, a reply instead, another tool, unparseable).
+its calls went (right tool, exact, a reply instead, the repeat request among those,
+another tool, unparseable).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from voice_agent.brain.format import (
     parse_answer,
 )
 from voice_agent.brain.grounding import ungrounded
+from voice_agent.brain.phrases import phrases
 
 
 @dataclass(slots=True)
@@ -45,6 +47,8 @@ class Scorer:
     empty: int = 0
     ungrounded_says: int = 0
     predicted_says: int = 0
+    asked_again: int = 0
+    """Gold calls answered with the repeat request (a miss, but not a wrong action)."""
     errors: list[str] = field(default_factory=list)
     by_tool: dict[str, Counter[str]] = field(default_factory=dict)
     """Per gold tool: calls, right_tool, exact, said_instead, other_tool, unparseable."""
@@ -80,6 +84,9 @@ class Scorer:
         if isinstance(gold, AgentCall):
             if isinstance(got, AgentSay):
                 tally["said_instead"] += 1
+                again = got.text.strip() == phrases().say_again
+                tally["asked_again"] += again
+                self.asked_again += again
             elif got.tool != gold.tool:
                 tally["other_tool"] += 1
         if isinstance(gold, AgentCall) and isinstance(got, AgentCall) and got.tool == gold.tool:
@@ -107,6 +114,7 @@ class Scorer:
             "ungrounded_replies": _ratio(self.ungrounded_says, self.predicted_says),
             "answers": self.answers,
             "calls": self.calls,
+            "calls_asked_again": _ratio(self.asked_again, self.calls),
             "by_tool": {
                 tool: {key: tally[key] for key in _TALLY_KEYS}
                 for tool, tally in sorted(self.by_tool.items())
@@ -115,7 +123,9 @@ class Scorer:
 
 
 MAX_KEPT_ERRORS = 20
-_TALLY_KEYS = ("calls", "right_tool", "exact", "said_instead", "other_tool", "unparseable")
+_TALLY_KEYS = (
+    "calls", "right_tool", "exact", "said_instead", "asked_again", "other_tool", "unparseable"
+)  # fmt: skip
 
 
 def _same(got: Any, want: Any) -> bool:

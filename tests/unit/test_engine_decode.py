@@ -20,7 +20,7 @@ from engine.generate import (
 )
 from engine.masks import PROMPT_BLOCK, block_diffusion_mask
 from engine.model import DiffusionLM, KVCache
-from engine.schedule import Schedule
+from engine.schedule import Effort, Schedule
 from engine.tokenizer import SpecialIds
 
 IDS = SpecialIds(pad=0, mask=1, bos=2, eos=3, gap=7, think=4, say=5, call=6)
@@ -257,3 +257,31 @@ def test_min_confidence_tells_a_sure_answer_from_a_guess() -> None:
     sure = generate(biased(tiny_model(seed=8), 20), IDS, request, TickClock(0.001))
     assert guess.min_confidence < 0.5 < 0.99 < sure.min_confidence <= 1.0
     assert set(sure.token_ids) == {20}
+
+
+def _favouring(biases: dict[int, float]) -> DiffusionLM:
+    model = tiny_model()
+    hook_bias = torch.zeros(model.config.vocab_size)
+    for token, bias in biases.items():
+        hook_bias[token] = bias
+    model.lm_head.register_forward_hook(lambda _m, _i, out: out + hook_bias)
+    return model
+
+
+def test_reasoning_that_would_end_the_answer_goes_on_to_an_action() -> None:
+    # EOS is the favourite, then <think>: position 0 cannot be EOS, so the answer opens
+    # with <think>; after it the EOS may not come before a <say>/<call>, which is forced at
+    # the first block boundary past the low effort's 8 reasoning tokens (4-token blocks).
+    model = _favouring({IDS.eos: 50.0, IDS.think: 45.0, IDS.say: -50.0, IDS.call: -50.0})
+    g = run(model, Schedule(threshold=0.5, max_new_tokens=40, effort=Effort.LOW))
+    assert g.token_ids[0] == IDS.think
+    assert g.token_ids[12] in (IDS.say, IDS.call)
+    assert not {IDS.say, IDS.call} & set(g.token_ids[:12])
+    assert g.finish_reason is FinishReason.EOS and len(g.token_ids) < 16  # then it may end
+
+
+def test_an_answer_without_reasoning_is_not_held_to_the_action_rule() -> None:
+    # Plain text (an adapter's model, say) ends where the model puts its EOS.
+    model = _favouring({IDS.eos: 50.0, IDS.think: -50.0})
+    g = run(model, Schedule(threshold=0.5, max_new_tokens=40, effort=Effort.LOW))
+    assert len(g.token_ids) == 1 and g.finish_reason is FinishReason.EOS

@@ -97,6 +97,15 @@ def heard_copies(steps: list[Step], path: Path) -> tuple[list[Step], Counter[str
     return out, tally
 
 
+def _text(step: Step) -> str:
+    """The example as text, for the data hash; a prompt too long for any budget (dropped
+    when encoding) hashes as its answer alone."""
+    try:
+        return step.prompt() + step.answer().full_text
+    except PromptTooLongError:
+        return step.answer().full_text
+
+
 def _latest(step: Step) -> str:
     line = step.history[last_caller(step.history)]
     assert isinstance(line, CallerTurn)
@@ -206,7 +215,7 @@ def main() -> None:
     steps = with_strays(steps, args.stray, args.seed) + heard
     if args.hints:
         steps = with_hints(steps, args.hint_own, args.seed)
-    texts = [s.prompt() + s.answer().full_text for s in steps]
+    texts = [_text(s) for s in steps]
     data_hash = hashlib.sha256("\n".join(texts).encode()).hexdigest()
     if args.tokenizer:
         tok = TextTokenizer.load(args.tokenizer)

@@ -97,6 +97,8 @@ def test_replies_keep_their_gold_and_uncovered_steps_are_untouched(
     assert lines.apply(other) is other
     silent = HeardLines({_said(reply): "  "})  # the recognizer heard nothing
     assert not silent.covers(reply) and silent.apply(reply) is reply
+    looping = HeardLines({_said(reply): "morning " * (len(_said(reply)) // 2 + 10)})
+    assert not looping.covers(reply) and looping.apply(reply) is reply
 
 
 def test_heard_copies_add_to_the_originals_and_tally_what_changed(

@@ -27,6 +27,11 @@ from voice_agent.brain.phrases import phrases
 REPEAT_THOUGHT = Thought("didn't catch it", "The line is garbled; ask them to repeat.")
 """The simulator's reasoning for a garbled caller line (voice_agent/brain/scenarios.py)."""
 
+LOOPING = 2
+"""A heard line more than this many times as long as the said one (plus 40 characters) is
+the recognizer looping on a phrase ("we will have to move. we will have to move. ..."),
+not a hearing of the line; it is not used."""
+
 
 @dataclass(frozen=True, slots=True)
 class HeardLine:
@@ -69,9 +74,13 @@ class HeardLines:
 
     def covers(self, step: Example) -> bool:
         """True when `step`'s latest turn is a caller line this file has heard as words
-        (the recognizer heard nothing in some: the agent never reads an empty line)."""
+        (the recognizer heard nothing in some: the agent never reads an empty line) and not
+        as a loop (`LOOPING`)."""
         last = step.history[-1] if step.history else None
-        return isinstance(last, CallerTurn) and bool(self.heard.get(last.text, "").strip())
+        if not isinstance(last, CallerTurn):
+            return False
+        heard = self.heard.get(last.text, "").strip()
+        return bool(heard) and len(heard) <= LOOPING * len(last.text) + 40
 
     def apply(self, step: Example) -> Example | None:
         """`step` with its latest caller line as heard (unchanged when not covered). Its

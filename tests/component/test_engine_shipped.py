@@ -43,9 +43,11 @@ def test_the_diffusion_checkpoint_decodes_valid_calls_in_parallel(dlm: Checkpoin
         right += action_of(tok.decode(ids)) == ex.action
         forwards += g.forwards
         decided += g.decided_tokens
-    # Measured 0.37 and 2.4 (scripts/bench_engine.py); an untrained model scores 0 and 1.
-    assert right / len(HELD_OUT) >= 0.3
-    assert decided / forwards >= 2.0
+    # Measured 0.45 and 1.96 since reasoning must end in an action (engine/generate.py;
+    # before it 0.38 and 2.34: answers that stopped in their reasoning were short, cheap and
+    # wrong); an untrained model scores 0 and 1.
+    assert right / len(HELD_OUT) >= 0.4
+    assert decided / forwards >= 1.8
 
 
 def test_the_ar_twin_shares_the_tokenizer_and_answers(dlm: Checkpoint) -> None:

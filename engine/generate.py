@@ -232,34 +232,40 @@ def _banned(states: list[DecodeState], ids: SpecialIds, bs: int, vocab: int) -> 
     return banned
 
 
+def _reasoning_open(s: DecodeState, canvas: Tensor, ids: SpecialIds) -> int | None:
+    """For an answer in the brain's turn format (prompts/FORMAT.md: it opens with
+    `<think>`) whose reasoning has not yet reached `<say>` or `<call>`: the block position
+    of the first action marker on `canvas`, or the block's length when there is none (the
+    EOS may not come before it). None for any other answer."""
+    first = s.answer[0] if s.answer else int(canvas[0])
+    if first != ids.think or ids.say in s.answer or ids.call in s.answer:
+        return None
+    marks = torch.nonzero((canvas == ids.say) | (canvas == ids.call))
+    return int(marks[0, 0]) if len(marks) else len(canvas)
+
+
 def _early_eos(s: DecodeState, canvas: Tensor, ids: SpecialIds) -> Tensor:
     """(block,) bool: EOS positions of `canvas` (just committed) that would end reasoning
     before any action; they are taken back. The ban in `_reasoning_ends_in_an_action` cannot
     see them in the step that commits an answer's `<think>` itself."""
-    first = s.answer[0] if s.answer else int(canvas[0])
     out = torch.zeros_like(canvas, dtype=torch.bool)
-    if first != ids.think or ids.say in s.answer or ids.call in s.answer:
-        return out
-    marks = torch.nonzero((canvas == ids.say) | (canvas == ids.call))
-    upto = int(marks[0, 0]) if len(marks) else len(canvas)
-    out[:upto] = canvas[:upto] == ids.eos
+    upto = _reasoning_open(s, canvas, ids)
+    if upto is not None:
+        out[:upto] = canvas[:upto] == ids.eos
     return out
 
 
 def _reasoning_ends_in_an_action(s: DecodeState, ids: SpecialIds, banned: Tensor) -> None:
-    """An answer that opens with `<think>` is the brain's turn format (prompts/FORMAT.md):
-    its reasoning must lead to `<say>` or `<call>`. Until one is committed the EOS is
-    banned before it, and once the reasoning has outrun its effort's budget (the data never
+    """Reasoning must lead to `<say>` or `<call>`: until one is committed the EOS is banned
+    before it, and once the reasoning has outrun its effort's budget (the data never
     reasons longer) the next block must open with one of them. Without this a small
     model's reasoning can run on to the EOS or the length limit, an answer with no action."""
-    canvas = s.canvas.tolist()
-    first = s.answer[0] if s.answer else canvas[0]
-    if first != ids.think or ids.say in s.answer or ids.call in s.answer:
+    upto = _reasoning_open(s, s.canvas, ids)
+    if upto is None:
         return
-    marks = [i for i, t in enumerate(canvas) if t in (ids.say, ids.call)]
-    banned[: marks[0] if marks else len(canvas), ids.eos] = True
+    banned[:upto, ids.eos] = True
     budget = s.request.schedule.effort.reasoning_budget_tokens
-    if s.answer and len(s.answer) > budget and canvas[0] == ids.mask:
+    if s.answer and len(s.answer) > budget and int(s.canvas[0]) == ids.mask:
         keep = banned[0].clone()
         banned[0] = True
         banned[0, [ids.say, ids.call]] = keep[[ids.say, ids.call]]

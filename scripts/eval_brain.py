@@ -156,9 +156,7 @@ def heard(
 ) -> tuple[list[Step], list[dict[str, str]]]:
     """The first `limit` steps whose last turn is the caller's, with that line replaced by
     what Whisper (`asr`) hears of it over the phone, spoken by `voices` in turn."""
-    from scripts.speech_data import phone, synthesize, trim
-    from voice_agent.audio import resample
-    from voice_agent.hearing.asr import AsrConfig, decode, load_whisper
+    from voice_agent.hearing.asr import AsrConfig, load_whisper
 
     config = AsrConfig(model=asr)
     model = load_whisper(config)
@@ -170,13 +168,23 @@ def heard(
             continue
         said = step.history[-1].text
         voice = voices[len(out) % len(voices)]
-        samples, rate = synthesize(said, voice)
-        line = phone(trim(samples), rate)
-        audio = resample(line, 8000, 16000).astype(np.float32) / 32768.0
-        text = decode(model, audio, config).text
+        text = hear(said, voice, model, config)
         pairs.append({"said": said, "heard": text, "voice": voice})
         out.append(replace(step, history=(*step.history[:-1], CallerTurn(text))))
     return out, pairs
+
+
+def hear(said: str, voice: str, model: Any, config: Any) -> str:
+    """What Whisper (`model`, `config`: voice_agent.hearing.asr) hears of `said` spoken by
+    `voice` over the phone (8 kHz μ-law)."""
+    from scripts.speech_data import phone, synthesize, trim
+    from voice_agent.audio import resample
+    from voice_agent.hearing.asr import decode
+
+    samples, rate = synthesize(said, voice)
+    line = phone(trim(samples), rate)
+    audio = resample(line, 8000, 16000).astype(np.float32) / 32768.0
+    return decode(model, audio, config).text
 
 
 def main() -> None:

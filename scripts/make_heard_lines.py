@@ -21,8 +21,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scripts.eval_brain import VOICES as EVAL_VOICES
@@ -80,10 +78,8 @@ def main() -> None:
     shared = sorted(set(voices) & set(EVAL_VOICES))
     if not voices or shared:
         p.error(f"--voices must be given and exclude the evaluation's voices (got {shared})")
-    from scripts.eval_brain import _bad_voice
-    from scripts.speech_data import phone, synthesize, trim
-    from voice_agent.audio import resample
-    from voice_agent.hearing.asr import AsrConfig, decode, load_whisper
+    from scripts.eval_brain import _bad_voice, hear
+    from voice_agent.hearing.asr import AsrConfig, load_whisper
 
     bad = _bad_voice(voices)
     if bad:
@@ -101,10 +97,7 @@ def main() -> None:
     with args.out.open("a", encoding="utf-8") as out:
         for i, said in enumerate(todo):
             voice = voices[(len(done) + i) % len(voices)]
-            samples, rate = synthesize(said, voice)
-            line = phone(trim(samples), rate)
-            audio = resample(line, 8000, 16000).astype(np.float32) / 32768.0
-            heard = decode(model, audio, config).text
+            heard = hear(said, voice, model, config)
             out.write(json.dumps({"said": said, "heard": heard, "voice": voice}) + "\n")
             out.flush()
             if (i + 1) % 100 == 0:

@@ -51,7 +51,8 @@ class Scorer:
     """Gold calls answered with the repeat request (a miss, but not a wrong action)."""
     errors: list[str] = field(default_factory=list)
     by_tool: dict[str, Counter[str]] = field(default_factory=dict)
-    """Per gold tool: calls, right_tool, exact, said_instead, other_tool, unparseable."""
+    """Per gold tool: calls, right_tool, exact, said_instead, asked_again, other_tool,
+    unparseable."""
 
     def add(self, example: Example, answer_text: str) -> bool:
         """Score one answer; True when its action equals the gold action exactly."""

@@ -44,7 +44,14 @@ from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.agent.prompt import prompt_budget
 from voice_agent.brain.dialogues import Example as Step
 from voice_agent.brain.dialogues import generate as dialogues
-from voice_agent.brain.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError, call_sources
+from voice_agent.brain.format import (
+    ANSWER_TOKENS,
+    AgentCall,
+    CallerTurn,
+    PromptTooLongError,
+    call_sources,
+)
+from voice_agent.brain.heard import verdict
 from voice_agent.brain.hints import for_card
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scoring import Scorer
@@ -82,11 +89,13 @@ def run_engine(
     unsure_below: float = 0.5,
     *,
     constrained: bool = True,
+    outcomes: dict[tuple[str, int], str] | None = None,
 ) -> dict[str, Any]:
     """Decode and score `steps`. An answer whose least confident committed token is under
     `unsure_below` counts as one where the agent would ask the caller to repeat. Without
     `constrained`, the model writes its calls freely (no grammar, no grounding), as the
-    AR twin does: the like-for-like comparison of the two models."""
+    AR twin does: the like-for-like comparison of the two models. `outcomes`, when given,
+    receives each step's answer text under (dialogue_id, step)."""
     tok = ck.tokenizer
     grammar = CallGrammar(tok, ARGUMENT_MODELS, READBACKS) if constrained else None
     scorer = Scorer(ARGUMENT_MODELS)
@@ -100,7 +109,10 @@ def run_engine(
         sources = call_sources(step.history) if constrained else None
         request = Request(ids, schedule, grammar=grammar, sources=sources)
         g = generate(ck.model, tok.ids, request, time.monotonic)
-        right = scorer.add(step, tok.decode(g.token_ids))
+        text = tok.decode(g.token_ids)
+        right = scorer.add(step, text)
+        if outcomes is not None:
+            outcomes[(step.dialogue_id, step.step)] = text
         sureness.append((g.min_confidence, right))
         latencies.append(g.latency_s * 1000)
         forwards += g.forwards
@@ -230,8 +242,10 @@ def main() -> None:
     }
     if args.speech_examples:
         spoken, pairs = heard(steps, args.speech_examples, args.asr, voices)
-        result["speech"] = {"asr": args.asr, "voices": list(voices),
-                            **run_engine(dlm, spoken, args.prompt_tokens)}  # fmt: skip
+        answers: dict[tuple[str, int], str] = {}
+        report = run_engine(dlm, spoken, args.prompt_tokens, outcomes=answers)
+        result["speech"] = {"asr": args.asr, "voices": list(voices), **report}
+        result["speech"]["by_recognition"] = by_recognition(spoken, pairs, answers)
         same_text = run_engine(dlm, _originals(steps, spoken), args.prompt_tokens)
         result["speech"]["same_examples_from_text"] = same_text["exact_tool_call"]
         result["speech"]["by_voice"] = by_voice(dlm, spoken, pairs, args.prompt_tokens)
@@ -260,6 +274,33 @@ def by_voice(
             "calls": report["calls"],
         }
     return out
+
+
+def by_recognition(
+    spoken: list[Step], pairs: list[dict[str, str]], answers: dict[tuple[str, int], str]
+) -> dict[str, dict[str, Any]]:
+    """The spoken calls split by what the recognizer kept of the values each call takes
+    from the caller's line (`voice_agent.brain.heard.verdict`: all of them, only misspelt,
+    or lost), with the exact tool call rate of each part and how often the brain asked
+    the caller to repeat: the part of the speech gap that no brain reading the
+    transcript can close (values lost) apart from the brain's own."""
+    scorers: dict[str, Scorer] = {}
+    for step, pair in zip(spoken, pairs, strict=True):
+        text = answers.get((step.dialogue_id, step.step))
+        if text is None or not isinstance(step.action, AgentCall):
+            continue
+        kept = verdict(step.action, pair["said"], pair["heard"]).value
+        scorers.setdefault(kept, Scorer(ARGUMENT_MODELS)).add(step, text)
+    calls = sum(s.calls for s in scorers.values())
+    return {
+        kept: {
+            "calls": s.calls,
+            "share": _share(s.calls, calls),
+            "exact_tool_call": _share(s.exact_calls, s.calls),
+            "asked_again": _share(s.asked_again, s.calls),
+        }
+        for kept, s in sorted(scorers.items())
+    }
 
 
 def _bad_voice(voices: tuple[str, ...]) -> str | None:

@@ -146,6 +146,9 @@ def test_the_evaluation_script_writes_the_figures_others_rely_on(tmp_path: Path)
     assert report["speech"]["voices"] == list(voices)
     assert sum(v["lines"] for v in voices.values()) == 4
     assert all(v["word_error_rate"] >= 0.0 for v in voices.values())
+    kept = report["speech"]["by_recognition"]  # every spoken call in exactly one part
+    assert set(kept) <= {"all", "blurred", "lost"}
+    assert sum(part["calls"] for part in kept.values()) == report["speech"]["calls"]
     bad = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "eval_brain.py"), "--json", str(out),
          "--ar", str(tmp_path / "missing")],

@@ -42,3 +42,33 @@ def test_calls_are_scored_per_tool() -> None:
         "order_status": {"calls": 3, "right_tool": 0, "exact": 0, "said_instead": 1,
                          "asked_again": 1, "other_tool": 1, "unparseable": 1},
     }  # fmt: skip
+
+
+def test_spoken_calls_split_by_what_the_recognizer_kept() -> None:
+    """eval_brain's speech pass tells calls whose values the transcript lost (no brain
+    can be exact there) from those it kept."""
+    from scripts.eval_brain import by_recognition
+
+    said = "hi, when do you open on saturday, and where is order 40213?"
+    heard = {  # dialogue id -> (heard line, gold, answer)
+        "kept": ("Hi, when do you open on Saturday? And where is order 40213?", ORDER,
+                 call("order_status", order_number="40213")),
+        "kept-wrong": ("when do you open on saturday order 40213", HOURS,
+                       call("opening_hours", day="sunday")),
+        "blurred": ("when do you open on saturdy", HOURS, call("opening_hours", day="saturday")),
+        "lost": ("when do you open on sunday and where is order 4 0 2", ORDER,
+                 "<say> Sorry, could you say that again?"),
+        "spoken-reply": ("hello", AgentSay("Hello!"), "<say> Hello!"),
+    }  # fmt: skip
+    spoken, pairs, answers = [], [], {}
+    for dialogue, (line, gold, answer) in heard.items():
+        step = Example(dialogue, 1, (CallerTurn(line),), Effort.LOW, None, gold, Intent.HOURS)
+        spoken.append(step)
+        pairs.append({"said": said, "heard": line, "voice": "piper:joe"})
+        answers[(dialogue, 1)] = answer
+    parts = by_recognition(spoken, pairs, answers)
+    assert parts == {
+        "all": {"calls": 2, "share": 0.5, "exact_tool_call": 0.5, "asked_again": 0.0},
+        "blurred": {"calls": 1, "share": 0.25, "exact_tool_call": 1.0, "asked_again": 0.0},
+        "lost": {"calls": 1, "share": 0.25, "exact_tool_call": 0.0, "asked_again": 1.0},
+    }

@@ -162,7 +162,7 @@ def decode_step(
     chosen = without_adjacent_twins(chosen, pred, commit_all, _repeating(ids))
     canvas = torch.where(chosen, pred, canvas)
     for b, s in enumerate(states):
-        early = _early_eos(s, canvas[b], ids)
+        early = _early_eos(s, canvas[b], ids) | _second_actions(s, canvas[b], ids)
         canvas[b, early], chosen[b, early] = ids.mask, False
 
     done: list[BlockDone] = []
@@ -229,6 +229,7 @@ def _banned(states: list[DecodeState], ids: SpecialIds, bs: int, vocab: int) -> 
         if s.request.schedule.effort is Effort.INSTANT:
             banned[b, :, ids.think] = True  # act at once: no reasoning segment
         _reasoning_ends_in_an_action(s, ids, banned[b])
+        _one_action(s, ids, banned[b])
     return banned
 
 
@@ -265,10 +266,45 @@ def _reasoning_ends_in_an_action(s: DecodeState, ids: SpecialIds, banned: Tensor
         return
     banned[:upto, ids.eos] = True
     budget = s.request.schedule.effort.reasoning_budget_tokens
-    if s.answer and len(s.answer) > budget and int(s.canvas[0]) == ids.mask:
+    no_action_yet = upto == len(s.canvas)
+    if s.answer and len(s.answer) > budget and int(s.canvas[0]) == ids.mask and no_action_yet:
         keep = banned[0].clone()
         banned[0] = True
         banned[0, [ids.say, ids.call]] = keep[[ids.say, ids.call]]
+
+
+def _first_action(s: DecodeState, canvas: Tensor, ids: SpecialIds) -> int | None:
+    """Block position of the answer's `<say>`/`<call>`: -1 when an earlier block holds it,
+    else the first one on `canvas`; None when there is none yet."""
+    if ids.say in s.answer or ids.call in s.answer:
+        return -1
+    marks = torch.nonzero((canvas == ids.say) | (canvas == ids.call))
+    return int(marks[0, 0]) if len(marks) else None
+
+
+def _one_action(s: DecodeState, ids: SpecialIds, banned: Tensor) -> None:
+    """An answer holds one action (prompts/FORMAT.md): once a `<say>` or `<call>` stands
+    in it, no other position may take either (a second marker, "<say>.<call>...", makes
+    the answer unparseable)."""
+    first = _first_action(s, s.canvas, ids)
+    if first is None:
+        return
+    others = torch.ones(len(s.canvas), dtype=torch.bool)
+    if first >= 0:
+        others[first] = False
+    banned[others, ids.say] = True
+    banned[others, ids.call] = True
+
+
+def _second_actions(s: DecodeState, canvas: Tensor, ids: SpecialIds) -> Tensor:
+    """(block,) bool: `<say>`/`<call>` on `canvas` (just committed) besides the answer's
+    first; they are taken back. The ban in `_one_action` cannot see two committed in one
+    step."""
+    out = (canvas == ids.say) | (canvas == ids.call)
+    first = _first_action(s, canvas, ids)
+    if first is not None and first >= 0:
+        out[first] = False
+    return out
 
 
 def _repeating(ids: SpecialIds) -> Tensor:

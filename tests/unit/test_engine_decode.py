@@ -280,6 +280,16 @@ def test_reasoning_that_would_end_the_answer_goes_on_to_an_action() -> None:
     assert g.finish_reason is FinishReason.EOS and len(g.token_ids) < 16  # then it may end
 
 
+def test_an_answer_holds_one_action_marker() -> None:
+    # <say> is every position's favourite and <call> the next: the whole first block is
+    # committed in one step, the markers after the first are taken back, and from then on
+    # neither marker may stand anywhere else ("<say>.<call>..." would not parse).
+    model = _favouring({IDS.say: 50.0, IDS.call: 45.0, IDS.think: -50.0})
+    g = run(model, Schedule(threshold=0.5, max_new_tokens=12, effort=Effort.LOW))
+    assert g.token_ids[0] == IDS.say and len(g.token_ids) > 4
+    assert [t for t in g.token_ids if t in (IDS.say, IDS.call)] == [IDS.say]
+
+
 def test_an_answer_without_reasoning_is_not_held_to_the_action_rule() -> None:
     # Plain text (an adapter's model, say) ends where the model puts its EOS.
     model = _favouring({IDS.eos: 50.0, IDS.think: -50.0})

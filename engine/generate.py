@@ -164,6 +164,11 @@ def decode_step(
     for b, s in enumerate(states):
         early = _early_eos(s, canvas[b], ids) | _second_actions(s, canvas[b], ids)
         canvas[b, early], chosen[b, early] = ids.mask, False
+        before = early & (s.canvas != ids.mask)  # committed in an earlier step
+        if bool(before.any()):
+            s.decided -= int(before.sum())
+            if s.chosen is not None:
+                s.chosen &= ~before
 
     done: list[BlockDone] = []
     for b, s in enumerate(states):
@@ -284,22 +289,20 @@ def _first_action(s: DecodeState, canvas: Tensor, ids: SpecialIds) -> int | None
 
 def _one_action(s: DecodeState, ids: SpecialIds, banned: Tensor) -> None:
     """An answer holds one action (prompts/FORMAT.md): once a `<say>` or `<call>` stands
-    in it, no other position may take either (a second marker, "<say>.<call>...", makes
-    the answer unparseable)."""
+    in it, no later position may take either (a second marker, "<say>.<call>...", makes
+    the answer unparseable). An earlier position still may: the marker the model commits
+    first is not always its choice, and an earlier one takes over (`_second_actions`)."""
     first = _first_action(s, s.canvas, ids)
     if first is None:
         return
-    others = torch.ones(len(s.canvas), dtype=torch.bool)
-    if first >= 0:
-        others[first] = False
-    banned[others, ids.say] = True
-    banned[others, ids.call] = True
+    banned[first + 1 :, ids.say] = True
+    banned[first + 1 :, ids.call] = True
 
 
 def _second_actions(s: DecodeState, canvas: Tensor, ids: SpecialIds) -> Tensor:
-    """(block,) bool: `<say>`/`<call>` on `canvas` (just committed) besides the answer's
-    first; they are taken back. The ban in `_one_action` cannot see two committed in one
-    step."""
+    """(block,) bool: `<say>`/`<call>` on `canvas` (just committed) after the answer's
+    first; they are taken back (two committed in one step, or an earlier one committed
+    after a later one)."""
     out = (canvas == ids.say) | (canvas == ids.call)
     first = _first_action(s, canvas, ids)
     if first is not None and first >= 0:

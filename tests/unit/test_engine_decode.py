@@ -12,6 +12,8 @@ from engine.generate import (
     DecodeState,
     FinishReason,
     Request,
+    _one_action,
+    _second_actions,
     _step_inputs,
     decode_step,
     generate,
@@ -288,6 +290,27 @@ def test_an_answer_holds_one_action_marker() -> None:
     g = run(model, Schedule(threshold=0.5, max_new_tokens=12, effort=Effort.LOW))
     assert g.token_ids[0] == IDS.say and len(g.token_ids) > 4
     assert [t for t in g.token_ids if t in (IDS.say, IDS.call)] == [IDS.say]
+
+
+def test_an_earlier_action_marker_takes_over_from_a_later_one() -> None:
+    # A stray <say> committed one place after where the model then puts its <call>: the
+    # <call> may still come (positions before the first marker are not banned) and the
+    # <say> is taken back; past the first marker neither may come.
+    s = new_state(Request((2, 10)), BS, IDS)
+    m, say, call = IDS.mask, IDS.say, IDS.call
+    s.canvas = torch.tensor([IDS.think, m, say, m])
+    banned = torch.zeros(BS, 32, dtype=torch.bool)
+    _one_action(s, IDS, banned)
+    assert banned[:, say].tolist() == banned[:, call].tolist() == [False, False, False, True]
+    taken = _second_actions(s, torch.tensor([IDS.think, call, say, m]), IDS)
+    assert taken.tolist() == [False, False, True, False]
+    s.answer = [IDS.think, 20, say, 21]  # an earlier block holds the action
+    banned = torch.zeros(BS, 32, dtype=torch.bool)
+    _one_action(s, IDS, banned)
+    assert bool(banned[:, say].all()) and bool(banned[:, call].all())
+    assert _second_actions(s, torch.tensor([call, 20, m, say]), IDS).tolist() == [
+        True, False, False, True
+    ]  # fmt: skip
 
 
 def test_an_answer_without_reasoning_is_not_held_to_the_action_rule() -> None:

@@ -64,7 +64,8 @@ def test_the_brain_answers_held_out_calls_with_valid_actions() -> None:
             grammar.parse(ids[ids.index(tok.ids.call) + 1 :])
         scorer.add(step, tok.decode(g.token_ids))
     report = scorer.report()
-    # Measured on 363 held-out actions (eval_brain.py, 2026-12-06, sixth stage): speak-vs-call 0.97, exact call 0.97.
+    # Measured on 363 held-out actions (eval_brain.py, 2026-12-06, sixth stage):
+    # speak-vs-call 0.97, exact call 0.97.
     assert report["speak_vs_call"] >= 0.7
     assert report["unparseable_answers"] <= 4
 

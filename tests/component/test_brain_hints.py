@@ -1,5 +1,6 @@
-"""Caller hints (voice_agent/brain/hints.py) with the real sentence encoder: the bank holds
-training frames only; held-out phrasings the from-scratch model misread land on the right
+"""Caller hints (voice_agent/brain/hints.py) with the real sentence encoder: the /1 bank
+holds training frames only, the /2 bank adds the independent training lines (never a dev
+or test line); held-out phrasings the from-scratch model misread land on the right
 act; `skip_own` gives the nearest *other* frame; only the latest caller line carries a
 hint; a model card decides whether prompts get hints."""
 
@@ -22,15 +23,27 @@ from tools.bike_shop.db import ShopContext, ShopDb
 from voice_agent.agent import Agent
 from voice_agent.brain import callers
 from voice_agent.brain.format import AgentSay, CallerTurn, render_prompt
-from voice_agent.brain.hints import HINTS_VERSION, CallerHints, for_card, frames, with_sample_values
+from voice_agent.brain.hints import (
+    HINTS_V1,
+    HINTS_VERSION,
+    CallerHints,
+    for_card,
+    frames,
+    independent_lines,
+    with_sample_values,
+)
+from voice_agent.brain.independent import read_cases
 from voice_agent.brain.phrasing import Pool, Split
 
 BRAIN = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm"
 
 
+DATA = Path(__file__).resolve().parents[2] / "data/callers"
+
+
 @pytest.fixture(scope="module")
 def hints() -> CallerHints:
-    return CallerHints.load()
+    return CallerHints.load(HINTS_V1)
 
 
 @pytest.fixture
@@ -103,7 +116,8 @@ def test_the_model_card_says_whether_prompts_get_hints(tmp_path: Path, hints: Ca
     model = DiffusionLM(preset("tiny", tok.vocab_size, block_size=16, max_seq_len=64))
     save(tmp_path, model, tok, ModelCard(model.config, "diffusion", prompt_hints=HINTS_VERSION))
     assert load(tmp_path).card.prompt_hints == HINTS_VERSION
-    assert for_card(HINTS_VERSION) is hints
+    assert for_card(HINTS_V1) is hints
+    assert for_card(HINTS_VERSION) is CallerHints.load(HINTS_VERSION) is not hints
     assert for_card("") is None
     with pytest.raises(ValueError, match="caller hints 'other/2'"):
         for_card("other/2")
@@ -170,10 +184,10 @@ def test_the_hint_cache_is_bounded_and_keeps_recent_lines(
     assert calls == [[lines[0]]]
 
 
-def test_training_hints_are_the_nearest_other_frame_or_for_a_share_the_own(
-    hints: CallerHints,
-) -> None:
+def test_training_hints_are_the_nearest_other_frame_or_for_a_share_the_own() -> None:
     from scripts.train_brain import steps_of, with_hints
+
+    hints = CallerHints.load(HINTS_VERSION)  # training writes the current scheme
 
     steps = steps_of(9, 6, Split.TRAIN)
     latest = [next(t for t in reversed(s.history) if isinstance(t, CallerTurn)) for s in steps]
@@ -186,3 +200,26 @@ def test_training_hints_are_the_nearest_other_frame_or_for_a_share_the_own(
         assert all(t.hint == "" for t in older if isinstance(t, CallerTurn))
     mixed = with_hints(steps, 0.5, seed=3)
     assert sum(a.history != b.history for a, b in zip(mixed, with_hints(steps), strict=True)) > 0
+
+
+def test_the_second_bank_adds_independent_training_lines_and_no_dev_or_test_line() -> None:
+    lines = independent_lines()
+    assert len(lines) > 1000
+    texts = {text for text, _ in lines}
+    for split in ("dev", "test"):
+        held = read_cases(sorted((DATA / split).glob("*.jsonl")))
+        assert not texts & {c.line for c in held.lines}
+        assert not texts & {t for c in held.calls for t in c.turns}
+    assert {lab for _, lab in lines} <= {lab for _, lab in frames()}
+
+
+@pytest.mark.parametrize(
+    ("line", "act"),
+    [
+        ("my chain keeps clunking between the cogs could someone look at it", "book"),
+        ("yeah nah that's me sorted, ta", "done"),
+        ("put me through to somebody who can sort out my refund", "transfer refund"),
+    ],
+)
+def test_natural_phrasings_find_natural_neighbours(line: str, act: str) -> None:
+    assert CallerHints.load(HINTS_VERSION).hint(line) == act

@@ -95,3 +95,32 @@ def call_tool(name: str, arguments: Mapping[str, Any], ctx: ShopContext) -> Tool
         ) from None
     result: ToolResult = spec.run(args, ctx)
     return result
+
+
+TRANSFER_ACTS = frozenset(
+    {"transfer caller asked", "transfer complaint", "transfer refund", "transfer warranty claim",
+     "transfer out of scope", "off topic"}
+)  # fmt: skip
+IRREVERSIBLE_CONSENT: dict[str, frozenset[str]] = {
+    "end_call": frozenset({"done", "hang up", "thanks", "never mind"}),
+    "transfer_to_human": TRANSFER_ACTS,
+    "cancel_booking": frozenset({"yes"}),
+}
+"""Irreversible tools and the caller acts (caller-hint labels, voice_agent/brain/hints.py)
+that ask for them: `end_call` only after a goodbye, a transfer only after a request for a
+person (or a line the shop cannot help with), a cancellation only after a yes to its
+read-back."""
+LOOKUP_CONSENT: dict[str, frozenset[str]] = {
+    "search_products": frozenset(
+        {"search", "reserve yes", "reserve by id", "reserve no", "fewer", "alternative yes"}
+    ),
+    "opening_hours": frozenset({"hours"}),
+    "order_status": frozenset({"order", "give order", "reread order"}),
+}
+"""Lookups that answer one kind of request: a product search only when the caller asks
+about products, opening hours only when asked about them, an order only about an order
+(a booking request must not turn into a product search)."""
+CONSENT = {**IRREVERSIBLE_CONSENT, **LOOKUP_CONSENT}
+"""What the agent's consent rule checks (`Agent(consent=...)`): a call of one of these
+tools after a caller line of another act is not run, and the model answers again without
+the tool."""

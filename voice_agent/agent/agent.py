@@ -57,6 +57,7 @@ from voice_agent.agent.reply import (
     ReplyKind,
     ToolOutcome,
 )
+from voice_agent.agent.spoken import spoken_digits
 from voice_agent.agent.streaming import SayStreamer, TextHook
 from voice_agent.agent.tools import RunTool, ToolRun, ToolRunner
 from voice_agent.brain.format import (
@@ -68,6 +69,7 @@ from voice_agent.brain.format import (
     CallerTurn,
     Turn,
     call_sources,
+    last_caller,
     parse_answer,
 )
 from voice_agent.brain.hints import CallerHints
@@ -157,6 +159,9 @@ class _Turn:
     last_run: ToolRun | None = None
     draft: Draft | None = None
     """The draft this turn adopted as its first answer."""
+    withheld: frozenset[str] = frozenset()
+    """Tools the caller's words did not ask for (`Agent` consent): left out of the
+    grammar for the rest of the turn."""
 
     def degrade(self, kind: DegradeKind, detail: str = "") -> None:
         self.degrades += (AgentDegrade(kind, detail),)
@@ -178,14 +183,21 @@ class Agent:
         fixed: Phrases | None = None,
         clock: Clock | None = None,
         hints: CallerHints | None = None,
+        consent: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         """`tools`/`run_tool`: the pack (tests pass a slow or failing runner); `grammar`
         defaults to `shop_grammar(tok)`; `fixed`: the fixed phrases (prompts/phrases.toml).
         `ctx.caller` scopes what the tools may change; when it is None the agent acts for
         an anonymous caller of its own (it can cancel only what it booked) until
         `set_caller` names the caller. `hints`: the caller hints the checkpoint was trained
-        with (voice_agent/brain/hints.py `for_card`), shown on the latest caller line."""
+        with (voice_agent/brain/hints.py `for_card`), shown on the latest caller line.
+        `consent`: tool → the caller acts (hint labels) that ask for it
+        (`tools.bike_shop.pack.CONSENT`); a call of such a tool after a caller line of
+        another act is not run, and the model answers again without that tool. Off
+        without `hints` (no reading of the caller's line to go by)."""
         self.config = config or AgentConfig()
+        self._consent = dict(consent or {}) if hints is not None else {}
+        self._narrowed: dict[frozenset[str], CallGrammar] = {}
         self._engine = engine
         self._tok = tok
         self._grammar = grammar or shop_grammar(tok)
@@ -258,9 +270,10 @@ class Agent:
         turn = _Turn(self._turn, SayStreamer(self._tok, on_text, self.config.min_confidence))
         if draft is not None and draft.fits(caller_text, self.turns):
             turn.draft = draft
-        self.turns.append(CallerTurn(caller_text.strip()))
+        line = spoken_digits(caller_text.strip())
+        self.turns.append(CallerTurn(line))
         try:
-            await self._warm_hint(caller_text.strip())
+            await self._warm_hint(line)
             for generation in range(self.config.max_tool_steps + 1):
                 turn.streamer.restart()
                 if generation == 0 and turn.draft is not None:
@@ -281,6 +294,11 @@ class Agent:
                 if generation == self.config.max_tool_steps:
                     turn.degrade(DegradeKind.TOOL_STEP_CAP, f"not run: {action.json()}")
                     break
+                unasked = self._unasked(action)
+                if unasked:
+                    turn.degrade(DegradeKind.NOT_ASKED, f"not run: {action.json()} ({unasked})")
+                    turn.withheld |= {action.tool}
+                    continue
                 reply = await self._call(turn, action, generation, tracker)
                 if reply is not None:
                     return reply
@@ -289,6 +307,29 @@ class Agent:
             return self._finish(turn, ReplyKind.FALLBACK, line)
         finally:
             self._task = None
+
+    def _unasked(self, call: AgentCall) -> str:
+        """Why `call` is not what the caller asked for ('' when it is): a tool with a
+        consent rule needs the latest caller line's act among the rule's acts."""
+        acts = self._consent.get(call.tool)
+        if acts is None or self._hints is None:
+            return ""
+        last = last_caller(self.turns)
+        line = self.turns[last]
+        assert isinstance(line, CallerTurn)
+        act = self._hints.hint(line.text)
+        return "" if act in acts else f"the caller's line reads as {act!r}"
+
+    def _grammar_for(self, withheld: frozenset[str]) -> CallGrammar:
+        """The call grammar without the `withheld` tools (built once per set)."""
+        if not withheld:
+            return self._grammar
+        if withheld not in self._narrowed:
+            base = self._grammar
+            tools = {n: m for n, m in base.tools.items() if n not in withheld}
+            readbacks = [t for t, _ in base.readbacks if t.tool not in withheld]
+            self._narrowed[withheld] = CallGrammar(base.tok, tools, readbacks)
+        return self._narrowed[withheld]
 
     async def _generate(
         self,
@@ -341,8 +382,9 @@ class Agent:
         leaving the history as it is and running nothing (cancel it when the caller goes
         on). No deadline: it runs while the caller is silent."""
         history = tuple(self.turns)
-        await self._warm_hint(caller_text.strip())
-        self.turns.append(CallerTurn(caller_text.strip()))
+        line = spoken_digits(caller_text.strip())
+        await self._warm_hint(line)
+        self.turns.append(CallerTurn(line))
         try:
             request = self._request(_Turn(0, SayStreamer(self._tok, None)), None, effort, None)
         finally:
@@ -405,9 +447,8 @@ class Agent:
             turn.degrade(DegradeKind.CALLER_TEXT_CUT, f"kept its last {kept_words} words")
         prompt = tuple(self._tok.encode(text))
         schedule = Schedule(cfg.threshold, steps, cfg.max_new_tokens, effort)
-        return Request(
-            prompt, schedule, deadline_s, self._grammar, sources=call_sources(self.turns)
-        )
+        grammar = self._grammar_for(turn.withheld)
+        return Request(prompt, schedule, deadline_s, grammar, sources=call_sources(self.turns))
 
     async def _call(
         self, turn: _Turn, call: AgentCall, generation: int, tracker: TurnTracker | None

@@ -102,6 +102,9 @@ class DegradeKind(Enum):
     RELAY_FLOOR = "relay_floor"
     """The answer after a tool's result got `AgentConfig.relay_floor_s` past the engine's
     deadline, at instant effort."""
+    NOT_ASKED = "not_asked"
+    """The model called an irreversible tool the caller's words did not ask for (the
+    agent's consent rule); it was not run and the model answered again without it."""
     STREAM_MISMATCH = "stream_mismatch"
     """Speech had been streamed before the answer turned out unusable; the streamed part
     stands as the reply (it may already be playing)."""

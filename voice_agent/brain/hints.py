@@ -36,9 +36,15 @@ from voice_agent.brain import callers
 from voice_agent.brain.format import CallerTurn, Turn, last_caller
 from voice_agent.brain.phrasing import Pool
 
-HINTS_VERSION = "minilm-nearest-frame/1"
-"""Written to a model card (`prompt_hints`) trained with these hints; a checkpoint without
-it gets no hints."""
+HINTS_V1 = "minilm-nearest-frame/1"
+"""The bank holds the simulator's training frames only."""
+HINTS_VERSION = "minilm-nearest-frame/2"
+"""The bank also holds the caller lines written independently of the simulator
+(`data/callers/train`, labelled with the same acts by `independent.hint_label`): an
+unseen phrasing then finds a natural neighbour, not only a template. Same act labels as
+/1. Written to a model card (`prompt_hints`); a checkpoint without it gets no hints."""
+SCHEMES = (HINTS_V1, HINTS_VERSION)
+INDEPENDENT_TRAIN = Path(__file__).resolve().parents[2] / "data" / "callers" / "train"
 
 SAMPLE_VALUES = {
     "svc": "a tune-up",
@@ -86,6 +92,16 @@ def frames() -> list[tuple[str, str]]:
     return out
 
 
+def independent_lines(directory: Path = INDEPENDENT_TRAIN) -> list[tuple[str, str]]:
+    """(caller line, act label) for every independent training line whose act the
+    simulator knows (`independent.hint_label`); none when the folder is absent."""
+    from voice_agent.brain.independent import hint_label, read_cases
+
+    cases = read_cases(sorted(directory.glob("*.jsonl"))) if directory.is_dir() else None
+    out = [(c.line, label) for c in cases.lines if (label := hint_label(c))] if cases else []
+    return sorted(set(out))
+
+
 def with_sample_values(template: str) -> str:
     """`template` with SAMPLE_VALUES in its slots; KeyError naming an unknown slot."""
 
@@ -115,20 +131,24 @@ def model_dir() -> Path:
 class CallerHints:
     """Nearest-frame act labels for caller lines (see the module docstring)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, scheme: str = HINTS_VERSION) -> None:
+        """`scheme`: which bank (SCHEMES); ValueError for another."""
         from transformers import AutoModel, AutoTokenizer
 
+        if scheme not in SCHEMES:
+            raise ValueError(f"unknown caller-hint scheme {scheme!r}; this code makes {SCHEMES}")
+        self.scheme = scheme
         self._tok = AutoTokenizer.from_pretrained(directory, local_files_only=True)
         self._model = AutoModel.from_pretrained(directory, local_files_only=True).eval()
-        bank = frames()
+        bank = frames() + (independent_lines() if scheme != HINTS_V1 else [])
         self.labels = [label for _, label in bank]
         self._bank = self.embed([text for text, _ in bank])
         self._cache: OrderedDict[tuple[str, bool], str] = OrderedDict()
         self._lock = threading.Lock()  # agents warm the cache from worker threads
 
     @classmethod
-    def load(cls) -> CallerHints:
-        return _shared()
+    def load(cls, scheme: str = HINTS_VERSION) -> CallerHints:
+        return _shared(scheme)
 
     def embed(self, texts: Sequence[str]) -> Tensor:
         """Unit-length mean-pooled sentence embeddings, one row per text."""
@@ -181,17 +201,17 @@ class CallerHints:
 
 
 @cache
-def _shared() -> CallerHints:
-    return CallerHints(model_dir())
+def _shared(scheme: str) -> CallerHints:
+    return CallerHints(model_dir(), scheme)
 
 
 def for_card(prompt_hints: str) -> CallerHints | None:
     """The hints a model card asks for (`ModelCard.prompt_hints`): None for "", the shared
-    `CallerHints` for HINTS_VERSION; another scheme is a ValueError (a newer checkpoint)."""
+    `CallerHints` for one of SCHEMES; another scheme is a ValueError (a newer checkpoint)."""
     if not prompt_hints:
         return None
-    if prompt_hints != HINTS_VERSION:
+    if prompt_hints not in SCHEMES:
         raise ValueError(
-            f"the checkpoint wants caller hints {prompt_hints!r}; this code makes {HINTS_VERSION!r}"
+            f"the checkpoint wants caller hints {prompt_hints!r}; this code makes {SCHEMES}"
         )
-    return CallerHints.load()
+    return CallerHints.load(prompt_hints)

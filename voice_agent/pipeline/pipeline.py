@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from engine.batching import Engine
 from engine.checkpoint import Checkpoint, load
 from tools.bike_shop.db import ShopContext, ShopDb
-from tools.bike_shop.pack import call_tool
+from tools.bike_shop.pack import CONSENT, call_tool
 from voice_agent.agent import Agent, AgentConfig, prompt_budget
 from voice_agent.agent.tools import RunTool
 from voice_agent.audio import PHONE_RATE_HZ
@@ -194,7 +194,8 @@ class Pipeline:
         )
         ctx = ShopContext(self._shop, self._shop_now)
         return Agent(self.engine, self._checkpoint.tokenizer, ctx, config=config,
-                     run_tool=self._run_tool, clock=self.clock, hints=self._hints)  # fmt: skip
+                     run_tool=self._run_tool, clock=self.clock, hints=self._hints,
+                     consent=CONSENT)  # fmt: skip
 
     def new_listener(self, sample_rate_hz: int) -> Listener:
         if self._asr is None:

@@ -1,0 +1,84 @@
+"""The agent's consent rule on irreversible tools, with the real sentence encoder reading
+the caller's line (`tools.bike_shop.pack.CONSENT`): a transfer, hang-up or cancellation
+the caller's words did not ask for is not run, and the model answers again without that
+tool; one the caller asked for runs. The engine is the scripted test double of
+tests/unit/test_agent.py (what a model would decide is not under test here)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.tokenizer import TextTokenizer
+from tests.unit.test_agent import MONDAY_10AM, ScriptedEngine, call, run, say
+from tools.bike_shop.db import ShopContext, ShopDb
+from tools.bike_shop.pack import CONSENT
+from voice_agent.agent import Agent, DegradeKind, ReplyKind
+from voice_agent.brain.hints import CallerHints
+
+TOKENIZER = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm/tokenizer.json"
+
+
+@pytest.fixture(scope="module")
+def tok() -> TextTokenizer:
+    return TextTokenizer.load(TOKENIZER)
+
+
+@pytest.fixture(scope="module")
+def hints() -> CallerHints:
+    return CallerHints.load()
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Iterator[ShopContext]:
+    db = ShopDb.open(tmp_path / "shop.sqlite", MONDAY_10AM.date())
+    yield ShopContext(db, lambda: MONDAY_10AM)
+    db.close()
+
+
+def test_a_transfer_nobody_asked_for_is_not_run_and_the_model_answers_without_it(
+    tok: TextTokenizer, shop: ShopContext, hints: CallerHints
+) -> None:
+    engine = ScriptedEngine(
+        tok, call(tok, "transfer_to_human", reason="could not help"), say(tok, "What day suits?")
+    )
+    agent = Agent(engine, tok, shop, hints=hints, consent=CONSENT)
+    reply = run(agent.respond("there's a horrible grinding noise when i brake going downhill"))
+    assert reply.kind is ReplyKind.SAY and reply.text == "What day suits?"
+    assert reply.tool_calls == ()
+    assert [d.kind for d in reply.degrades] == [DegradeKind.NOT_ASKED]
+    first, again = engine.requests
+    assert first.grammar is not None and "transfer_to_human" in first.grammar.tools
+    assert again.grammar is not None and "transfer_to_human" not in again.grammar.tools
+    assert "end_call" in again.grammar.tools  # only the refused tool is left out
+
+
+def test_a_hang_up_needs_a_goodbye_and_a_transfer_a_request_for_a_person(
+    tok: TextTokenizer, shop: ShopContext, hints: CallerHints
+) -> None:
+    engine = ScriptedEngine(
+        tok, call(tok, "end_call"), say(tok, "Anything else?"), call(tok, "transfer_to_human",
+        reason="caller asked"),
+    )  # fmt: skip
+    agent = Agent(engine, tok, shop, hints=hints, consent=CONSENT)
+    unasked = run(agent.respond("hmm and how long does a tune-up take"))
+    assert unasked.kind is ReplyKind.SAY and unasked.text == "Anything else?"
+    asked = run(agent.respond("could i talk to an actual person please"))
+    assert asked.kind is ReplyKind.TRANSFER and not asked.degrades
+
+
+def test_a_goodbye_ends_the_call(tok: TextTokenizer, shop: ShopContext, hints: CallerHints) -> None:
+    agent = Agent(
+        ScriptedEngine(tok, call(tok, "end_call")), tok, shop, hints=hints, consent=CONSENT
+    )
+    reply = run(agent.respond("no that's everything, cheers, bye"))
+    assert reply.kind is ReplyKind.HANG_UP and not reply.degrades
+
+
+def test_without_hints_there_is_no_consent_rule(tok: TextTokenizer, shop: ShopContext) -> None:
+    """A checkpoint trained without caller hints has no reading of the line to go by: the
+    rule is off rather than refusing every hand-off."""
+    agent = Agent(ScriptedEngine(tok, call(tok, "end_call")), tok, shop, consent=CONSENT)
+    assert run(agent.respond("tell me about brakes")).kind is ReplyKind.HANG_UP

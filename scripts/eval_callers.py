@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.batching import Engine
 from engine.checkpoint import Checkpoint, load
 from tools.bike_shop.db import ShopContext, ShopDb, name_key
-from tools.bike_shop.pack import CONSENT, IRREVERSIBLE_CONSENT, call_tool
+from tools.bike_shop.pack import CONSENT, IRREVERSIBLE_CONSENT, LOOKUP_CONSENT, call_tool
 from tools.bike_shop.results import SearchResult
 from voice_agent.agent import Agent, AgentConfig, AgentReply, ToolOutcome, prompt_budget
 from voice_agent.brain.format import AgentSay
@@ -82,7 +82,12 @@ class Runner:
     def __init__(self, brain: Checkpoint, workdir: Path, hints: str | None, consent: str) -> None:
         self.brain = brain
         self.hints = for_card(brain.card.prompt_hints if hints is None else hints)
-        self.consent = {"all": CONSENT, "irreversible": IRREVERSIBLE_CONSENT, "none": None}[consent]
+        self.consent = {
+            "shipped": CONSENT,
+            "irreversible": IRREVERSIBLE_CONSENT,
+            "lookups": {**CONSENT, **LOOKUP_CONSENT},
+            "none": None,
+        }[consent]
         self.config = AgentConfig(max_prompt_tokens=prompt_budget(brain.card))
         self.workdir = workdir
         self.engine = Engine(brain.model, brain.tokenizer.ids, max_batch=1)
@@ -178,11 +183,11 @@ async def evaluate(
     cases: Cases,
     limit: int | None = None,
     hints: str | None = None,
-    consent: str = "all",
+    consent: str = "shipped",
 ) -> dict[str, Any]:
     """Figures of `brain` on `cases` (at most `limit` of each kind). `hints`: the
-    caller-hint scheme (None: the card's); `consent`: the agent's consent rule on every
-    tool it names (`all`), on the irreversible ones only, or `none`."""
+    caller-hint scheme (None: the card's); `consent`: the agent's consent rule as the
+    pipeline has it (`shipped`), on irreversible tools only, with lookups too, or `none`."""
     lines, calls = cases.lines[:limit], cases.calls[:limit]
     with tempfile.TemporaryDirectory() as tmp:
         runner = Runner(brain, Path(tmp), hints, consent)
@@ -244,9 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--consent",
-        choices=("all", "irreversible", "none"),
-        default="all",
-        help="the agent's consent rule: on every tool it names, irreversible ones, none",
+        choices=("shipped", "irreversible", "lookups", "none"),
+        default="shipped",
+        help="the agent's consent rule (tools.bike_shop.pack)",
     )
     args = p.parse_args(argv)
     if args.threads:

@@ -120,7 +120,13 @@ LOOKUP_CONSENT: dict[str, frozenset[str]] = {
 """Lookups that answer one kind of request: a product search only when the caller asks
 about products, opening hours only when asked about them, an order only about an order
 (a booking request must not turn into a product search)."""
-CONSENT = {**IRREVERSIBLE_CONSENT, **LOOKUP_CONSENT}
-"""What the agent's consent rule checks (`Agent(consent=...)`): a call of one of these
-tools after a caller line of another act is not run, and the model answers again without
-the tool."""
+WRITE_CONSENT: dict[str, frozenset[str]] = {
+    "book_service": frozenset({"yes", "alternative yes"}),
+    "reserve_product": frozenset({"yes", "alternative yes"}),
+}
+"""Writes wait for a yes to their read-back (prompts/system.md rule 4)."""
+CONSENT = {**IRREVERSIBLE_CONSENT, **WRITE_CONSENT}
+"""What the agent's consent rule checks in the pipeline (`Agent(consent=...)`): a call of
+one of these tools after a caller line of another act is not run, and the model answers
+again without the tool. LOOKUP_CONSENT is not in it: on the dev split it raised exact
+actions 0.645 -> 0.67 but wrong writes in calls 7 -> 12 (scripts/eval_callers.py)."""

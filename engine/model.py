@@ -172,8 +172,10 @@ class DiffusionLM(nn.Module):
         cache: KVCache | None = None,
         past_len: int = 0,
         write: Tensor | None = None,
+        tail: int = 0,
     ) -> Tensor:
-        """Logits (batch, seq, vocab).
+        """Logits (batch, seq, vocab); with `tail` > 0 only for the last `tail` positions,
+        (batch, tail, vocab), so a large vocabulary's head is not applied where no loss is.
 
         With `cache`, the first `past_len` cache slots are visible as past keys (the mask
         decides which of them each row may see). With `write` — a (batch, seq) bool of
@@ -194,6 +196,8 @@ class DiffusionLM(nn.Module):
                 _write_rows(cache.values[i], v, cache.lengths, write)
         if cache is not None and write is not None:
             cache.lengths += write.sum(1)
+        if tail:
+            x = x[:, -tail:]
         logits: Tensor = self.lm_head(self.norm(x))
         return logits
 

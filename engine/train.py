@@ -87,7 +87,7 @@ def diffusion_loss(
     mask = block_diffusion_mask(blocks, is_noisy, blocks, is_noisy, valid)
     mask |= torch.eye(tokens.shape[1], dtype=torch.bool, device=device)[None, None]
 
-    logits = model(tokens, positions, mask)[:, p_max + a_max :]  # (n, A, vocab)
+    logits = model(tokens, positions, mask, tail=a_max)  # (n, A, vocab): the noisy copy
     ce = F.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), batch.answer.reshape(-1), reduction="none"
     )

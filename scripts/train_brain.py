@@ -29,6 +29,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from engine.backbone import BackboneMissing, describe, load_backbone
 from engine.checkpoint import Checkpoint, ModelCard, load, save
 from engine.config import preset
 from engine.constraints import CallGrammar
@@ -45,6 +46,8 @@ from voice_agent.brain.dialogues import misfit
 from voice_agent.brain.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError, last_caller
 from voice_agent.brain.heard import HeardLines
 from voice_agent.brain.hints import HINTS_VERSION, CallerHints
+from voice_agent.brain.independent import CaseError, read_cases
+from voice_agent.brain.independent_examples import first_line_examples
 from voice_agent.brain.phrasing import Split
 
 TRAIN_SEED, EVAL_SEED = 1, 2
@@ -147,6 +150,11 @@ def main() -> None:
         "--init", type=Path, help="continue this checkpoint folder (when --out has no train state)"
     )
     p.add_argument("--preset", default="tiny")
+    p.add_argument(
+        "--backbone", choices=["smollm2"],
+        help="start from a pretrained backbone (engine/backbone.py) instead of --preset",
+    )  # fmt: skip
+    p.add_argument("--layers", type=int, default=8, help="with --backbone: blocks kept")
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--vocab", type=int, default=2048)
     p.add_argument("--dialogues", type=int, default=4000)
@@ -168,6 +176,12 @@ def main() -> None:
         help="also train on copies of the examples whose latest caller line this file "
         "(scripts/make_heard_lines.py) has as the recognizer heard it",
     )  # fmt: skip
+    p.add_argument(
+        "--callers", type=Path, nargs="*", default=[],
+        help="independent caller files (data/callers/train/*.jsonl): their first lines as "
+        "examples with the simulator's answer (voice_agent/brain/independent_examples.py)",
+    )  # fmt: skip
+    p.add_argument("--callers-copies", type=int, default=1, help="times each such example is used")
     p.add_argument("--prompt-tokens", type=int, default=128, help="prompt budget per example")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=2e-3)
@@ -187,6 +201,9 @@ def main() -> None:
         p.error(f"--seed {EVAL_SEED} is the evaluation seed")
     if args.prompt_tokens + ANSWER_TOKENS > WINDOW:
         p.error(f"--prompt-tokens + {ANSWER_TOKENS} answer tokens exceed the {WINDOW} window")
+    held = [f for f in args.callers if f.resolve().parent.name in ("dev", "test")]
+    if held:
+        p.error(f"--callers {held[0]}: the dev and test splits are never trained on")
     if args.threads:
         torch.set_num_threads(args.threads)
     log = lambda line: print(line, flush=True)  # noqa: E731
@@ -212,12 +229,27 @@ def main() -> None:
         if not heard:
             p.error(f"--heard {args.heard} holds no caller line of these training calls "
                     f"(seed {args.seed}, {args.dialogues} dialogues)")  # fmt: skip
-    steps = with_strays(steps, args.stray, args.seed) + heard
+    natural: list[Step] = []
+    if args.callers:
+        try:
+            natural = first_line_examples(read_cases(args.callers).lines, args.seed)
+        except CaseError as exc:
+            p.error(f"--callers: {exc}")
+    steps = with_strays(steps, args.stray, args.seed) + heard + natural * args.callers_copies
     if args.hints:
         steps = with_hints(steps, args.hint_own, args.seed)
     texts = [_text(s) for s in steps]
     data_hash = hashlib.sha256("\n".join(texts).encode()).hexdigest()
-    if args.tokenizer:
+    backbone = None
+    if args.backbone:
+        if args.init or args.tokenizer:
+            p.error("--backbone starts afresh: no --init or --tokenizer")
+        try:
+            backbone, tok = load_backbone(texts, args.layers, block_size=args.block_size,
+                                          max_seq_len=WINDOW)  # fmt: skip
+        except (BackboneMissing, ValueError) as exc:
+            p.error(f"--backbone: {exc}")
+    elif args.tokenizer:
         tok = TextTokenizer.load(args.tokenizer)
     elif (args.out / "tokenizer.json").is_file():
         tok = TextTokenizer.load(args.out / "tokenizer.json")
@@ -230,6 +262,7 @@ def main() -> None:
     examples, dropped = encode(steps, tok, grammar, args.prompt_tokens)
     data_s = round(time.monotonic() - t0, 1)
     log(json.dumps({"dialogues": args.dialogues, "seed": args.seed, "stray": args.stray,
+                    "caller_lines": len(natural), "caller_copies": args.callers_copies,
                     "examples": len(examples), "heard": dict(heard_tally),
                     "dropped": dict(dropped), "data_s": data_s}))  # fmt: skip
 
@@ -242,6 +275,10 @@ def main() -> None:
                     f"given or found in {args.out}")  # fmt: skip
     torch.manual_seed(TRAIN_SEED)
     model = DiffusionLM(config)
+    if backbone is not None:
+        model, config = backbone, backbone.config
+        if (args.out / "train_state.pt").is_file():
+            log(json.dumps({"backbone": args.backbone, "resuming": str(args.out)}))
     if init is not None and not (args.out / "train_state.pt").is_file():
         done = init.card.metrics
         seed_state(args.out, init.model, int(done.get("steps", 0)),
@@ -281,6 +318,11 @@ def main() -> None:
         )
     if init is not None:
         notes += f"; continued from {args.init} ({init.card.notes})"
+    if natural:
+        notes += (f", plus {len(natural)} first caller lines written independently of the "
+                  f"simulator ({args.callers_copies} copies each)")  # fmt: skip
+    if backbone is not None:
+        notes += f"; initialised from a pretrained backbone {describe(model, args.layers)}"
     if args.hints:
         notes += (
             ", caller hints (nearest known act by all-MiniLM-L6-v2; the line's own "

@@ -187,3 +187,15 @@ def test_the_evaluation_voices_are_refused_for_training_lines(tmp_path: Path) ->
     )  # fmt: skip
     assert run.returncode == 2 and "piper:joe" in run.stderr
     assert not (tmp_path / "h.jsonl").exists()
+
+
+def test_training_refuses_the_dev_and_test_caller_splits(tmp_path: Path) -> None:
+    for split in ("dev", "test"):
+        [held] = sorted((ROOT / "data" / "callers" / split).glob("*.jsonl"))
+        run = subprocess.run(
+            [sys.executable, "scripts/train_brain.py", "--out", str(tmp_path / "run"),
+             "--dialogues", "2", "--callers", str(held)],
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert run.returncode == 2 and "never trained on" in run.stderr, run.stderr
+        assert not (tmp_path / "run").exists()

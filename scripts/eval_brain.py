@@ -21,6 +21,7 @@ caller to repeat) and whether those answers were in fact wrong.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import subprocess
 import sys
@@ -34,11 +35,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from engine.backbone import SMOLLM2
 from engine.baselines import CausalStepper, autoregressive
 from engine.checkpoint import Checkpoint, load
 from engine.constraints import CallGrammar
 from engine.generate import Request, generate
 from engine.schedule import Schedule
+from scripts.eval_callers import evaluate, split_files
 from tools.bike_shop.readbacks import READBACKS
 from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.agent.prompt import prompt_budget
@@ -53,6 +56,7 @@ from voice_agent.brain.format import (
 )
 from voice_agent.brain.heard import verdict
 from voice_agent.brain.hints import for_card
+from voice_agent.brain.independent import read_cases
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scoring import Scorer
 from voice_agent.hearing.models import ASR_MODELS
@@ -212,6 +216,9 @@ def main() -> None:
                    help="prompt budget (default: the brain's trained length)")  # fmt: skip
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--asr", choices=ASR_MODELS, default="tiny.en", help="Whisper model")
+    p.add_argument("--independent", type=int, default=None, metavar="N",
+                   help="lines and calls of the frozen independent test split to score "
+                   "(scripts/eval_callers.py; default all, 0 none)")  # fmt: skip
     p.add_argument("--voices", default=",".join(VOICES),
                    help="comma-separated ENGINE:VOICE, engines piper, flite, espeak")  # fmt: skip
     args = p.parse_args()
@@ -250,9 +257,21 @@ def main() -> None:
         result["speech"]["same_examples_from_text"] = same_text["exact_tool_call"]
         result["speech"]["by_voice"] = by_voice(dlm, spoken, pairs, args.prompt_tokens)
         result["speech"]["transcripts_sample"] = pairs[:8]
+    if args.independent != 0:
+        own = asyncio.run(evaluate(dlm, read_cases(split_files("test")), args.independent))
+        result["independent"] = {"split": "test", "text": own["text"]}
+        result["unasked_irreversible"] = {"text": own["unasked_irreversible"]}
+        result["latency_ms"] = own["latency_ms"]
+    result["backbone"] = backbone_of(dlm)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
+
+
+def backbone_of(ck: Checkpoint) -> dict[str, Any]:
+    """What the brain was initialised from (its card's notes say) and its size."""
+    name = SMOLLM2 if SMOLLM2 in ck.card.notes else "none (trained from scratch)"
+    return {"name": name, "parameters": ck.model.num_parameters()}
 
 
 def by_voice(

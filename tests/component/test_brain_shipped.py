@@ -124,12 +124,21 @@ def test_the_evaluation_script_writes_the_figures_others_rely_on(tmp_path: Path)
     out = tmp_path / "eval.json"
     done = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "eval_brain.py"), "--json", str(out),
-         "--ar", str(tmp_path / "ar"), "--dialogues", "1", "--speech-examples", "4"],
+         "--ar", str(tmp_path / "ar"), "--dialogues", "1", "--speech-examples", "4",
+         "--independent", "2"],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(out.read_text())
     assert report["dialogues"] == 1 and report["examples"] > 0
+    independent = report["independent"]["text"]
+    assert independent["lines"] == 2 and independent["calls"] == 2
+    assert 0.0 <= independent["exact_action"] <= 1.0
+    assert 0.0 <= independent["task_completion"] <= 1.0
+    assert report["unasked_irreversible"]["text"] >= 0
+    assert report["latency_ms"]["p95"] >= report["latency_ms"]["p50"] > 0
+    assert report["backbone"]["name"] == "none (trained from scratch)"
+    assert report["backbone"]["parameters"] > 1_000_000
     for key in ("exact_tool_call", "arguments", "speak_vs_call", "empty_answers"):
         assert key in report["text"], key
     assert report["text"]["empty_answers"] == 0

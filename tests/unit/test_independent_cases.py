@@ -158,3 +158,11 @@ def test_a_call_is_complete_when_the_database_ends_as_asked() -> None:
         case, Outcome(frozenset({want}), frozenset({Hold("111", 1, "dev patel")}), turns)
     )
     assert not held.completed and held.wrong_write
+
+
+def test_opening_hours_asked_without_a_day_are_todays() -> None:
+    case = parse_line({**LINE, "act": "hours", "args": {}})
+    today = ObservedCall("opening_hours", {"day": "today"}, True)
+    assert score_line(case, seen("say", today)).correct
+    friday = ObservedCall("opening_hours", {"day": "friday"}, True)
+    assert score_line(case, seen("say", friday)).invented

@@ -122,17 +122,27 @@ class PromptTooLongError(ValueError):
     """The last caller turn alone does not fit the prompt budget."""
 
 
+def plain(text: str) -> str:
+    """`text` with no special token's spelling and no hint mark left in it ("<result>"
+    becomes "result"): what a caller says or a tool returns is words, never format, so a
+    caller cannot fake a tool result, an agent turn or a hint."""
+    for special in Special.ALL:
+        text = text.replace(special, special[1:-1])
+    return text.replace(HINT_MARK, " ")
+
+
 def render_turn(turn: Turn) -> str:
-    """One turn as it appears in a prompt (prompts/FORMAT.md)."""
+    """One turn as it appears in a prompt (prompts/FORMAT.md); caller and tool text are
+    made `plain`."""
     match turn:
         case CallerTurn(text, hint):
-            return f"{Special.CALLER} {text}" + (f" {HINT_MARK} {hint}" if hint else "")
+            return f"{Special.CALLER} {plain(text)}" + (f" {HINT_MARK} {hint}" if hint else "")
         case AgentSay(text):
             return f"{Special.AGENT}{Special.SAY} {text}"
         case AgentCall():
             return f"{Special.AGENT}{Special.CALL}{turn.json()}"
         case ToolResultTurn(_, text):
-            return f"{Special.TOOL_RESULT} {text}"
+            return f"{Special.TOOL_RESULT} {plain(text)}"
     raise TypeError(f"not a turn: {turn!r}")
 
 

@@ -105,6 +105,8 @@ def score_line(case: LineCase, seen: Observed) -> Verdict:
     after_readback = act is Act.YES and case.after is not None
     wrong_write = any(c.tool in WRITES for c in calls) and not after_readback
     said = dict(case.args)
+    if act is Act.HOURS:
+        said.setdefault("day", "today")  # "are you open?" asks about today
     invented = any(
         c.tool not in WRITES and not consistent(c, said) for c in calls if case.after is None
     )

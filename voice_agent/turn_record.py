@@ -19,6 +19,8 @@ private as the call itself.
 from __future__ import annotations
 
 import json
+import logging
+import os
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -27,6 +29,8 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from voice_agent.config import BudgetSettings
+
+_log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 3
 """Layout of `TurnRecord` lines; bump on any change a reader of old lines would misread.
@@ -325,20 +329,33 @@ class TurnRecord:
 _ADAPTER: TypeAdapter[TurnRecord] = TypeAdapter(TurnRecord)
 
 
+RECORDS_MODE = 0o600
+"""Turn records can hold what callers said: readable by the server's user only."""
+
+
 def append_jsonl(path: Path, record: TurnRecord) -> None:
-    """Append `record` as one line to `path` (created with its folder if missing)."""
+    """Append `record` as one line to `path` (created with its folder if missing, the
+    file with RECORDS_MODE)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as out:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, RECORDS_MODE)
+    with os.fdopen(fd, "a", encoding="utf-8") as out:
         out.write(record.to_json_line() + "\n")
 
 
 def read_jsonl(path: Path) -> list[TurnRecord]:
-    """Every record in `path`, skipping blank lines. Raises ValueError naming the line."""
+    """Every record in `path`, skipping blank lines. A last line with no newline that does
+    not parse is a write cut short (the server was killed mid-line): it is skipped with a
+    warning naming it. Any other bad line raises ValueError naming the line."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
     records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(lines, 1):
         if line.strip():
             try:
                 records.append(TurnRecord.from_json_line(line))
             except ValueError as exc:
+                if number == len(lines) and not text.endswith("\n"):
+                    _log.warning("%s:%d: skipped a torn last line (%s)", path, number, exc)
+                    continue
                 raise ValueError(f"{path}:{number}: {exc}") from None
     return records

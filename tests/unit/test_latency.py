@@ -364,6 +364,27 @@ def test_json_lines_file(tmp_path: Path) -> None:
         append_jsonl(path, record)
     assert len(path.read_text().splitlines()) == 2
     assert read_jsonl(path) == records
+    assert path.stat().st_mode & 0o777 == 0o600  # records may hold what callers said
+
+
+def test_a_torn_last_line_is_skipped_with_a_warning_and_nothing_else_is(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server killed mid-write leaves half a line at the end: the records before it
+    are read (and the reader says what it skipped); a bad line elsewhere is still an
+    error naming it."""
+    path = tmp_path / "turns.jsonl"
+    whole = full_turn().to_json_line()
+    path.write_text(whole + "\n" + whole[: len(whole) // 2])
+    with caplog.at_level("WARNING"):
+        assert read_jsonl(path) == [full_turn()]
+    assert "turns.jsonl:2: skipped a torn last line" in caplog.text
+    path.write_text(whole[: len(whole) // 2] + "\n" + whole + "\n")
+    with pytest.raises(ValueError, match=r"turns\.jsonl:1: "):
+        read_jsonl(path)
+    path.write_text(whole + "\n" + "{not json}\n")  # complete, so not torn: an error
+    with pytest.raises(ValueError, match=r"turns\.jsonl:2: "):
+        read_jsonl(path)
 
 
 def test_json_line_rejects_other_versions_and_bad_fields() -> None:

@@ -281,3 +281,10 @@ def test_encode_before_start_is_a_caller_bug(event: SendAudio | SendMark | Clear
 def test_wire_rate_before_start_is_a_caller_bug() -> None:
     with pytest.raises(RuntimeError):
         _ = PcmCodec().wire_rate_hz
+
+
+@pytest.mark.parametrize("call_id", ["\ud800", "a b", "call/+/#", "$x^2$", "é", "x" * 129])
+def test_a_call_id_is_plain_ascii_or_the_start_is_refused(call_id: str) -> None:
+    """Call ids become MQTT topic levels, log fields and plot labels."""
+    exc = error(PcmCodec(), start_with(call_id=call_id))
+    assert exc.code is CloseCode.BAD_MESSAGE and "call_id" in exc.reason

@@ -260,6 +260,9 @@ def test_missing_event_is_bad_message() -> None:
     [
         (START, ("start", "callSid"), DELETE, "start.callSid"),
         (START, ("start", "streamSid"), 42, "start.streamSid"),
+        (START, ("start", "callSid"), "CA\ud800", "start.callSid"),  # a lone surrogate
+        (START, ("start", "callSid"), "CA$x^2$", "start.callSid"),  # plot markup
+        (START, ("start", "streamSid"), "MZ/+/#", "start.streamSid"),  # MQTT wildcards
         (START, ("start", "mediaFormat"), DELETE, "start.mediaFormat"),
         (START, ("start", "customParameters"), {"n": 1}, "start.customParameters.n"),
         (START, ("start", "tracks"), ["sideways"], "start.tracks.0"),

@@ -37,6 +37,7 @@ from voice_agent.events import (
 )
 from voice_agent.transports.errors import CloseCode, ProtocolError
 from voice_agent.transports.wire import (
+    CallId,
     DtmfDigit,
     dump_json,
     event_name,
@@ -48,7 +49,7 @@ ACCEPTED_RATES_HZ = (8000, 16000, 22050, 24000, 44100, 48000)
 PCM_ENCODING = "pcm16le"
 PCM_CHANNELS = 1
 BYTES_PER_SAMPLE = 2
-MAX_CALL_ID_CHARS = 128
+
 _MS_PER_S = 1000
 
 
@@ -62,7 +63,7 @@ class _Start(_Model):
     sample_rate_hz: int
     encoding: str = PCM_ENCODING
     channels: int = PCM_CHANNELS
-    call_id: str | None = Field(None, min_length=1, max_length=MAX_CALL_ID_CHARS)
+    call_id: CallId | None = None
     parameters: dict[str, str] = Field(default_factory=dict)
 
 

@@ -37,6 +37,7 @@ from voice_agent.events import (
 )
 from voice_agent.transports.errors import CloseCode, ProtocolError
 from voice_agent.transports.wire import (
+    CallId,
     DtmfDigit,
     dump_json,
     event_name,
@@ -69,8 +70,8 @@ class _MediaFormat(_Model):
 
 
 class _StartBody(_Model):
-    stream_sid: str
-    call_sid: str
+    stream_sid: CallId
+    call_sid: CallId
     account_sid: str = ""
     tracks: tuple[Track, ...] = (Track.INBOUND,)
     media_format: _MediaFormat

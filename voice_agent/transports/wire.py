@@ -13,6 +13,12 @@ from pydantic import BaseModel, Field, ValidationError
 
 from voice_agent.transports.errors import CloseCode, ProtocolError
 
+MAX_CALL_ID_CHARS = 128
+CALL_ID_PATTERN = r"^[A-Za-z0-9._:+-]+$"
+"""Call and stream ids become MQTT topic levels, log fields and plot labels: plain ASCII
+only (a lone surrogate or a `$...$` once stalled the publisher or broke a report)."""
+CallId = Annotated[str, Field(min_length=1, max_length=MAX_CALL_ID_CHARS, pattern=CALL_ID_PATTERN)]
+
 DtmfDigit = Annotated[str, Field(pattern=r"^[0-9*#A-D]$")]
 """One DTMF key: `0`-`9`, `*`, `#` or `A`-`D`."""
 

@@ -125,6 +125,23 @@ async def test_call_events_reach_a_subscriber_with_their_topics_qos_and_retain(
         assert status.retain and topics.parse(bytes(status.payload))["state"] == "offline"  # type: ignore[arg-type]
 
 
+async def test_an_unsendable_message_is_dropped_and_counted_and_the_rest_go_on(
+    broker: Broker,
+) -> None:
+    """A topic the client cannot encode (a lone surrogate) once stalled the publisher:
+    requeued for ever, with every later message behind it."""
+    pub = publisher(broker)
+    async with subscribed(broker) as sub:
+        await pub.start()
+        pub.publish(Message("voice-agent/n1/calls/CA\ud800/started", b"{}", 1))
+        CallTelemetry("n1", pub, lambda: 1.7e9).call_started("CA2", 1)
+        await sub.wait_for(1, "call_started")
+        assert await pub.wait_idle(WAIT_S)
+        assert pub.stats.unsendable == 1 and pub.stats.dropped == 1
+        assert "voice-agent/n1/calls/CA2/started" in {str(m.topic) for m in sub.messages}
+        await pub.close()
+
+
 async def test_a_broker_restart_mid_run_delays_events_and_loses_none(broker: Broker) -> None:
     pub = publisher(broker)
     telemetry = CallTelemetry("n1", pub, lambda: 1.7e9)

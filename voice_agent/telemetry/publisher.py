@@ -18,7 +18,11 @@ in order and publishes them, one at a time, waiting for the broker's acknowledge
   QoS-1 subscriber may see it twice if the broker had it but the ack was lost;
 - buffer full (`buffer_size` messages waiting): the **oldest** waiting message is
   dropped and counted in `dropped` — the newest events matter most to a live view;
-- `close()`: messages still waiting after `close_timeout_s` are counted as dropped.
+- `close()`: messages still waiting after `close_timeout_s` are counted as dropped;
+- a message that cannot be sent for a reason of its own (a topic or payload the client
+  refuses, say a lone surrogate in a topic) is **dropped** at once and counted in
+  `dropped` and `unsendable`, never retried: retrying it would stall every message
+  behind it.
 
 A QoS-0 message written to a socket that the broker has just abandoned, before the
 client notices, is lost uncounted (that is what QoS 0 means); the events that matter
@@ -93,6 +97,8 @@ class PublisherStats:
     connected: bool
     connections: int
     """Successful connections so far (reconnects = connections - 1)."""
+    unsendable: int = 0
+    """Messages dropped because the client refused them (not a network fault)."""
 
 
 class MqttPublisher:
@@ -124,13 +130,14 @@ class MqttPublisher:
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._accepted = self._delivered = self._dropped = self._connections = 0
+        self._unsendable = 0
         self._connected = False
 
     @property
     def stats(self) -> PublisherStats:
         waiting = len(self._buffer) + (self._inflight is not None)
         return PublisherStats(self._accepted, self._delivered, self._dropped, waiting,
-                              self._connected, self._connections)  # fmt: skip
+                              self._connected, self._connections, self._unsendable)  # fmt: skip
 
     def publish(self, message: Message) -> None:
         """Queue `message`; returns at once. When `buffer_size` messages already wait,
@@ -238,9 +245,16 @@ class MqttPublisher:
                 self._inflight = message = self._buffer.popleft()
                 try:
                     await _first(self._send(client, message), dropped)
-                except BaseException:
+                except (aiomqtt.MqttError, OSError, asyncio.CancelledError):
                     self._requeue(message)
                     raise
+                except Exception as exc:  # the message itself: drop it, go on
+                    self._inflight = None
+                    self._dropped += 1
+                    self._unsendable += 1
+                    log.warning("telemetry: dropped an unsendable message on %r: %s",
+                                message.topic.encode("ascii", "backslashreplace"), exc)  # fmt: skip
+                    continue
                 self._inflight = None
                 self._delivered += 1
         finally:

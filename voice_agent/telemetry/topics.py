@@ -32,8 +32,9 @@ from voice_agent.turn_record import Stage, ToolCallRecord, TurnRecord
 ROOT = "voice-agent"
 AT_MOST_ONCE = 0
 AT_LEAST_ONCE = 1
-_UNSAFE = re.compile(r"[/+#\s\x00]")
-"""Characters that cannot appear inside one topic level."""
+_UNSAFE = re.compile(r"[^A-Za-z0-9._:@=-]")
+"""Characters kept out of a topic level: `/`, `+`, `#`, spaces, control characters and
+anything not plain ASCII (a lone surrogate cannot even be encoded)."""
 
 
 class EventKind(Enum):
@@ -61,7 +62,8 @@ class Message:
 
 
 def level(name: str) -> str:
-    """`name` made safe as one topic level (`/`, `+`, `#`, spaces -> `_`; empty -> `_`)."""
+    """`name` made safe as one topic level (anything but ASCII letters, digits and
+    `._:@=-` -> `_`; empty -> `_`)."""
     return _UNSAFE.sub("_", name) or "_"
 
 

@@ -144,3 +144,11 @@ def test_a_report_is_written_as_markdown_html_and_pngs(tmp_path: Path) -> None:
                           page)  # fmt: skip
         assert found is not None, png.name
         assert base64.b64decode(found.group(1)) == png.read_bytes()
+
+
+def test_labels_with_math_markup_are_drawn_as_text(tmp_path: Path) -> None:
+    """A run or call named like matplotlib math ("$x^{2$", unbalanced) once crashed the
+    report; labels are plain text."""
+    files = write_report(load_runs([RUN], ["$x^{2$ run"]), tmp_path / "report")
+    assert all(png.read_bytes().startswith(PNG_MAGIC) for png in files.figures)
+    assert "$x^{2$ run" in files.markdown.read_text()

@@ -43,6 +43,8 @@ def _pyplot() -> Any:
         import matplotlib
 
         matplotlib.use("Agg")
+        # Labels are call ids and run names, never math: "$x^{2$" must not crash a report.
+        matplotlib.rcParams["text.parse_math"] = False
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise ImportError(

@@ -49,6 +49,14 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--echo", action="store_true", help="answer with the echo stand-in (no models loaded)"
     )
+    s.add_argument(
+        "--insecure", action="store_true", default=None,
+        help="serve a non-loopback address with an endpoint that has no auth (lab use)",
+    )  # fmt: skip
+    s.add_argument(
+        "--no-pcm", dest="pcm_enabled", action="store_false", default=None,
+        help="switch /pcm off (it answers 404)",
+    )  # fmt: skip
 
     c = sub.add_parser("call", help="simulate a Twilio call against a server")
     c.add_argument("url", help="ws://HOST:PORT/twilio")
@@ -120,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
                 "host": args.host,
                 "port": args.port,
                 "max_calls": args.max_calls,
+                "insecure": args.insecure,
+                "pcm_enabled": args.pcm_enabled,
             }
         if args.command in ("serve", "mic"):
             overrides["pipeline"] = {"records": args.records, "shop_db": args.shop_db}
@@ -194,7 +204,18 @@ def _live(args: argparse.Namespace) -> int:
 async def _serve(settings: Settings, *, echo: bool = False) -> int:
     from voice_agent.echo import EchoSession
     from voice_agent.pipeline import Pipeline
-    from voice_agent.transports.server import VoiceServer
+    from voice_agent.transports.server import VoiceServer, open_endpoints
+
+    open_to_all = open_endpoints(settings)
+    if open_to_all and not settings.server.insecure:
+        print(f"voice-agent serve: refusing to serve {settings.server.host} open to anyone: "
+              f"{'; '.join(open_to_all)}. Use a loopback host, set the auth, or pass "
+              "--insecure for lab use.", file=sys.stderr)  # fmt: skip
+        return EXIT_USAGE
+    for problem in open_to_all:
+        logging.getLogger("voice_agent.serve").warning(
+            "INSECURE: %s on %s; anyone who reaches it can call in", problem, settings.server.host
+        )
 
     async with contextlib.AsyncExitStack() as stack:
         if echo:
@@ -223,9 +244,10 @@ async def _serve(settings: Settings, *, echo: bool = False) -> int:
             return EXIT_FAILED
         stop = _stop_on_signals()
         base = f"ws://{settings.server.host}:{server.port}"
+        pcm = f" and {base}{PCM_PATH} (raw PCM16)" if settings.server.pcm_enabled else ""
         print(
-            f"voice-agent: serving {base}{TWILIO_PATH} (Twilio Media Streams) and "
-            f"{base}{PCM_PATH} (raw PCM16)\nvoice-agent: {answer}. Ctrl-C or SIGTERM stops.",
+            f"voice-agent: serving {base}{TWILIO_PATH} (Twilio Media Streams){pcm}\n"
+            f"voice-agent: {answer}. Ctrl-C or SIGTERM stops.",
             flush=True,
         )
         try:

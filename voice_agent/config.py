@@ -50,6 +50,12 @@ class ServerSettings(_Section):
         description="the wss:// base URL Twilio dials, used to check X-Twilio-Signature "
         "behind a proxy; by default it is rebuilt from the Host header",
     )
+    pcm_enabled: bool = Field(True, description="serve /pcm (off: it answers 404)")
+    insecure: bool = Field(
+        False,
+        description="serve a non-loopback address with an endpoint that has no auth (lab "
+        "use only; logged loudly). Without it such a server refuses to start",
+    )
 
 
 class AuthSettings(_Section):

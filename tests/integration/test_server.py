@@ -273,3 +273,14 @@ async def test_bad_pcm_input(messages: list[Any], code: int) -> None:
         for message in messages:
             await ws.send(message)
         assert (await closed_with(ws))[0] == code
+
+
+async def test_pcm_switched_off_answers_404_and_twilio_still_serves() -> None:
+    async with running_server(EchoSession, server={"pcm_enabled": False}) as server:
+        with pytest.raises(InvalidStatus) as info:
+            async with connect(url(server, "/pcm")):
+                pass
+        assert info.value.response.status_code == 404
+        async with connect(url(server, "/twilio")) as ws:
+            await ws.send(start_message())
+            await ws.send(media_message(base64.b64encode(b"\xff" * 160).decode()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import ipaddress
 import logging
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -58,6 +59,31 @@ class CallRecord:
     call_id: str | None
     close_code: int
     close_reason: str
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a listen address) is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to anything
+
+
+def open_endpoints(settings: Settings) -> list[str]:
+    """Why serving `settings` would be open to anyone who can reach it: each enabled
+    endpoint without auth, when the listen address is not loopback; [] when safe."""
+    if is_loopback(settings.server.host):
+        return []
+    auth, problems = settings.auth, []
+    if auth.twilio_auth_token is None and auth.twilio_stream_token is None:
+        problems.append(f"{TWILIO_PATH} has no auth (set auth.twilio_auth_token or "
+                        "auth.twilio_stream_token)")  # fmt: skip
+    if settings.server.pcm_enabled and auth.pcm_secret is None:
+        problems.append(f"{PCM_PATH} has no auth (set auth.pcm_secret, or server.pcm_enabled "
+                        "= false)")  # fmt: skip
+    return problems
 
 
 class VoiceServer:
@@ -114,6 +140,8 @@ class VoiceServer:
     def _check_request(self, connection: ServerConnection, request: Request) -> Response | None:
         path = urlsplit(request.path).path
         auth = self.settings.auth
+        if path == PCM_PATH and not self.settings.server.pcm_enabled:
+            return connection.respond(HTTPStatus.NOT_FOUND, f"{PCM_PATH} is switched off\n")
         if path == PCM_PATH and auth.pcm_secret is not None:
             token = bearer_or_query_token(request.headers.get("Authorization"), request.path)
             if not secret_matches(token, auth.pcm_secret.get_secret_value()):

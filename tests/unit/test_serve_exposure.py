@@ -1,0 +1,60 @@
+"""Fail closed: a server on a non-loopback address needs auth on every enabled endpoint
+(`transports.server.open_endpoints`), and `voice-agent serve` refuses to start without
+it unless told `--insecure` (then it says so loudly)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.fakes import settings
+from voice_agent.transports.server import is_loopback, open_endpoints
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("127.8.9.1", True), ("::1", True), ("localhost", True),
+     ("0.0.0.0", False), ("::", False), ("10.0.0.5", False), ("agent.example.com", False)],
+)  # fmt: skip
+def test_loopback_addresses(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+def test_every_enabled_endpoint_needs_auth_off_loopback() -> None:
+    assert open_endpoints(settings(server={"host": "127.0.0.1"})) == []
+    both = open_endpoints(settings(server={"host": "0.0.0.0"}))
+    assert len(both) == 2 and "/twilio" in both[0] and "/pcm" in both[1]
+    # half-secured is open: /twilio signed but /pcm left open
+    half = settings(server={"host": "0.0.0.0"}, auth={"twilio_auth_token": "t"})
+    assert [p.split()[0] for p in open_endpoints(half)] == ["/pcm"]
+    pcm_off = settings(server={"host": "0.0.0.0", "pcm_enabled": False},
+                       auth={"twilio_stream_token": "s"})  # fmt: skip
+    assert open_endpoints(pcm_off) == []
+    full = settings(server={"host": "0.0.0.0"}, auth={"twilio_auth_token": "t", "pcm_secret": "p"})
+    assert open_endpoints(full) == []
+
+
+def test_serve_refuses_an_open_public_address_and_insecure_says_so() -> None:
+    refused = subprocess.run(
+        [sys.executable, "-m", "voice_agent.cli", "serve", "--echo", "--host", "0.0.0.0",
+         "--port", "0"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "refusing to serve 0.0.0.0" in refused.stderr and "--insecure" in refused.stderr
+    lab = subprocess.Popen(
+        [sys.executable, "-m", "voice_agent.cli", "serve", "--echo", "--host", "0.0.0.0",
+         "--port", "0", "--insecure", "--no-pcm"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert lab.stdout is not None
+        banner = lab.stdout.readline()
+        assert "/twilio" in banner and "/pcm" not in banner
+    finally:
+        lab.terminate()
+        _, err = lab.communicate(timeout=30)
+    assert lab.returncode == 0
+    assert "INSECURE: /twilio has no auth" in err and "/pcm" not in err

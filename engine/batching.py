@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import queue
 import threading
 import time
@@ -32,6 +33,8 @@ from engine.generate import (
 )
 from engine.model import DiffusionLM, KVCache
 from engine.tokenizer import SpecialIds
+
+_log = logging.getLogger(__name__)
 
 IDLE_POLL_S = 0.05
 """How often an idle worker checks whether it should stop."""
@@ -78,6 +81,9 @@ class Engine:
         self._closed = False
         self.step_estimate_s = 0.0
         self.steps = 0
+        self.crashes = 0
+        """Steps that raised; each failed its batch's requests and the engine went on."""
+        self.last_crash = ""
         self.batch_sizes: collections.deque[int] = collections.deque(maxlen=BATCH_SIZE_HISTORY)
         """Rows in each of the latest `BATCH_SIZE_HISTORY` steps, oldest first."""
 
@@ -88,8 +94,16 @@ class Engine:
         """Requests waiting to join plus those in the batch (for admission policies)."""
         return self._waiting + len(self._active)
 
+    @property
+    def alive(self) -> bool:
+        """The worker thread is running (or not started yet) and the engine is open."""
+        return not self._closed and (self._thread is None or self._thread.is_alive())
+
     def start(self) -> None:
-        if self._thread is None:
+        """Start the worker thread; again if it died (a BaseException out of a step)."""
+        if self._closed:
+            return
+        if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(target=self._run, name="engine", daemon=True)
             self._thread.start()
 
@@ -153,16 +167,25 @@ class Engine:
     def _run(self) -> None:
         try:
             while not (self._closed and not self._active):
-                self._admit()
-                if not self._active:
-                    continue
-                self._step()
-        except BaseException as exc:  # the model failed: fail every request, loudly
-            for job in self._active:
-                self._deliver(job, exc)
-            raise
+                try:
+                    self._admit()
+                    if self._active:
+                        self._step()
+                except Exception as exc:
+                    self._crashed(exc)
         finally:
             self._drain(EngineClosed("engine closed"))
+
+    def _crashed(self, exc: Exception) -> None:
+        """A step raised (a model bug, out of memory): fail the requests in the batch with
+        the error, free their rows and go on serving, so one bad step does not leave every
+        later call waiting on a dead thread. Counted in `crashes` for health checks."""
+        self.crashes += 1
+        self.last_crash = f"{type(exc).__name__}: {exc}"
+        _log.exception("engine step failed; %d requests fail with it", len(self._active))
+        for job in self._active:
+            self._deliver(job, exc)
+        self._active.clear()
 
     def _admit(self) -> None:
         block = not self._active

@@ -232,7 +232,7 @@ async def _serve(settings: Settings, *, echo: bool = False) -> int:
             records = settings.pipeline.records
             answer = f"calls get the agent (brain {pipeline.checkpoint_path.name}"
             answer += f", turn records to {records})" if records else ")"
-        server = VoiceServer(settings, factory)
+        server = VoiceServer(settings, factory, health=None if echo else pipeline.health)
         try:
             await server.start()
         except OSError as exc:

@@ -99,6 +99,10 @@ async def test_one_caller_hangs_up_mid_reply_the_other_is_answered_with_the_brok
         publisher = pipeline._publisher
         assert publisher is not None
         stats = publisher.stats
+        health = pipeline.health()  # a broker down does not make the worker unhealthy
+        assert health["alive"] and health["database_writable"]
+        assert health["broker_connected"] is False
+        assert health["engine"] == {"alive": True, "crashes": 0, "queue_depth": 0}
     # The broker was never there and nobody waited for it.
     assert stats.connections == 0 and stats.delivered == 0 and stats.accepted > 0
     # Nothing of either call outlives the pipeline: no task, no worker thread.

@@ -88,3 +88,31 @@ async def test_the_batch_size_history_is_bounded(monkeypatch: pytest.MonkeyPatch
             await engine.generate(request)
         assert engine.steps > 3
         assert list(engine.batch_sizes) == [1, 1, 1]
+
+
+async def test_a_step_that_raises_fails_its_requests_and_the_engine_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Before, an exception in a step ended the worker thread: every later request waited
+    for ever on a dead engine. Now the batch's requests fail with the error, the crash is
+    counted and logged, and the next request is answered."""
+    model = tiny_model(5)
+    expected = generate(model, IDS, requests()[1], time.monotonic).token_ids
+    real_forward, calls = model.forward, {"n": 0}
+
+    def broken_once(*args: object, **kwargs: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("CUDA error: an illegal memory access")
+        return real_forward(*args, **kwargs)  # type: ignore[arg-type]
+
+    model.forward = broken_once  # type: ignore[method-assign]
+    async with Engine(model, IDS) as engine:
+        with pytest.raises(RuntimeError, match="illegal memory access"):
+            await engine.generate(requests()[0])
+        assert engine.crashes == 1 and "illegal memory access" in engine.last_crash
+        assert engine.alive
+        answer = await engine.generate(requests()[1])
+        assert answer.token_ids == expected
+    assert not engine.alive  # closed
+    assert "engine step failed" in caplog.text

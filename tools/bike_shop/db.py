@@ -135,6 +135,22 @@ class ShopDb:
         with self._lock:
             self._conn.close()
 
+    def writable(self, wait_s: float = 0.2) -> bool:
+        """Whether a write transaction can start within `wait_s` (nothing else holds the
+        file's write lock, the disk is not read-only): for health checks; writes nothing."""
+        if not self._lock.acquire(timeout=wait_s):
+            return False
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.execute("ROLLBACK")
+            return True
+        except sqlite3.Error:
+            return False
+        finally:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            self._lock.release()
+
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """The connection, for reads, while holding the process lock."""

@@ -219,6 +219,23 @@ class Pipeline:
             audio = await asyncio.to_thread(cache.synthesize, text)
         return audio
 
+    def health(self) -> dict[str, object]:
+        """What a supervisor or load balancer asks (`/healthz`, `/readyz`): `alive` is
+        False when the engine is dead or closed or the shop's database cannot be written;
+        the rest are figures (engine crashes survived, ASR decodes pending, broker)."""
+        engine, asr, shop, pub = self._engine, self._asr, self._shop, self._publisher
+        engine_alive = engine is not None and engine.alive
+        db_ok = shop is not None and shop.writable()
+        return {
+            "alive": engine_alive and db_ok,
+            "engine": {"alive": engine_alive, "crashes": engine.crashes if engine else 0,
+                       "queue_depth": engine.queue_depth if engine else 0},
+            "asr_pending": asr.pending if asr is not None else 0,
+            "database_writable": db_ok,
+            "broker_connected": pub.stats.connected if pub is not None else None,
+            "active_calls": self._active_calls,
+        }  # fmt: skip
+
     @property
     def active_calls(self) -> int:
         """Calls in progress (between `call_started` and `call_ended`)."""

@@ -10,7 +10,9 @@ import asyncio
 import collections
 import contextlib
 import ipaddress
+import json
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from urllib.parse import urlsplit
@@ -38,6 +40,8 @@ log = logging.getLogger(__name__)
 
 TWILIO_PATH = "/twilio"
 PCM_PATH = "/pcm"
+HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
 HANGUP_GRACE_S = 5.0
 """After the caller hangs up, the session gets this long to finish before it is cancelled."""
 CALL_LOG_SIZE = 1000
@@ -90,10 +94,19 @@ class VoiceServer:
     """Serves `/twilio` and `/pcm`. Use `async with VoiceServer(...)` or start()/close()."""
 
     def __init__(
-        self, settings: Settings, session_factory: SessionFactory, clock: Clock | None = None
+        self,
+        settings: Settings,
+        session_factory: SessionFactory,
+        clock: Clock | None = None,
+        health: Callable[[], Mapping[str, object]] | None = None,
     ) -> None:
+        """`health`: the figures `/healthz` and `/readyz` report (`Pipeline.health`); its
+        `alive` False makes both answer 503. None: the server alone (the echo stand-in)."""
         self.settings = settings
         self._factory = session_factory
+        self._health = health
+        self.stopping = False
+        """Set when `close()` begins: no new calls (`/readyz` answers 503)."""
         self._clock = clock or MonotonicClock()
         self._server: Server | None = None
         self.active_calls = 0
@@ -124,6 +137,7 @@ class VoiceServer:
         await self._server.serve_forever()
 
     async def close(self) -> None:
+        self.stopping = True
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -139,6 +153,8 @@ class VoiceServer:
 
     def _check_request(self, connection: ServerConnection, request: Request) -> Response | None:
         path = urlsplit(request.path).path
+        if path in (HEALTH_PATH, READY_PATH):
+            return self._health_response(connection, path)
         auth = self.settings.auth
         if path == PCM_PATH and not self.settings.server.pcm_enabled:
             return connection.respond(HTTPStatus.NOT_FOUND, f"{PCM_PATH} is switched off\n")
@@ -161,6 +177,22 @@ class VoiceServer:
                 f"no such endpoint {path!r}; use {TWILIO_PATH} or {PCM_PATH}\n",
             )
         return None
+
+    def _health_response(self, connection: ServerConnection, path: str) -> Response:
+        """`/healthz`: 200 while the process can serve (engine and database alive), else
+        503, for a supervisor to restart it. `/readyz`: 200 only when it can also take
+        one more call (alive, under `max_calls`, not stopping), for a load balancer."""
+        figures = dict(self._health() if self._health is not None else {"alive": True})
+        figures["calls"] = self.active_calls
+        figures["max_calls"] = self.settings.server.max_calls
+        figures["stopping"] = self.stopping
+        ok = bool(figures.get("alive", False))
+        if path == READY_PATH:
+            ok = ok and not self.stopping and self.active_calls < self.settings.server.max_calls
+        status = HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE
+        response = connection.respond(status, json.dumps(figures, default=str) + "\n")
+        response.headers["Content-Type"] = "application/json"
+        return response
 
     def _public_url(self, request: Request) -> str:
         base = self.settings.server.public_url

@@ -1,0 +1,83 @@
+"""Health over HTTP on the server's own port: `/healthz` for a supervisor (is the process
+able to serve), `/readyz` for a load balancer (can it take one more call). Real server
+on loopback, a real SQLite shop for the database check."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+import urllib.error
+import urllib.request
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+from websockets.asyncio.client import connect
+
+from tests.fakes import settings, url
+from tests.integration.test_server import start_message
+from tools.bike_shop.db import ShopDb
+from voice_agent.echo import EchoSession
+from voice_agent.transports.server import VoiceServer
+
+pytestmark = pytest.mark.integration
+
+
+def get(server: VoiceServer, path: str) -> tuple[int, dict[str, Any]]:
+    address = f"http://127.0.0.1:{server.port}{path}"
+    try:
+        with urllib.request.urlopen(address, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+async def test_health_and_readiness_follow_the_process_and_its_capacity() -> None:
+    state: dict[str, object] = {"alive": True, "engine": {"alive": True, "crashes": 0}}
+    server = VoiceServer(settings(server={"max_calls": 1}), EchoSession, health=lambda: state)
+    async with server:
+        assert await asyncio.to_thread(get, server, "/healthz") == (200, {
+            **state, "calls": 0, "max_calls": 1, "stopping": False})  # fmt: skip
+        assert (await asyncio.to_thread(get, server, "/readyz"))[0] == 200
+        async with connect(url(server, "/twilio")) as ws:  # the one call slot taken
+            await ws.send(start_message())
+            for _ in range(100):
+                if server.active_calls:
+                    break
+                await asyncio.sleep(0.02)
+            code, body = await asyncio.to_thread(get, server, "/readyz")
+            assert code == 503 and body["calls"] == 1
+            assert (await asyncio.to_thread(get, server, "/healthz"))[0] == 200
+        state["alive"] = False  # the engine died, say
+        assert (await asyncio.to_thread(get, server, "/healthz"))[0] == 503
+        assert (await asyncio.to_thread(get, server, "/readyz"))[0] == 503
+
+
+def test_the_database_is_not_writable_while_an_outside_process_holds_its_lock(
+    tmp_path: Path,
+) -> None:
+    db = ShopDb.open(tmp_path / "shop.sqlite", date(2026, 12, 8))
+    assert db.writable()
+    holding, release = threading.Event(), threading.Event()
+
+    def outside_writer() -> None:
+        conn = sqlite3.connect(tmp_path / "shop.sqlite", isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        holding.set()
+        release.wait(10)
+        conn.execute("ROLLBACK")
+        conn.close()
+
+    thread = threading.Thread(target=outside_writer)
+    thread.start()
+    try:
+        assert holding.wait(5)
+        assert not db.writable(wait_s=0.1)
+    finally:
+        release.set()
+        thread.join()
+    assert db.writable()
+    db.close()

@@ -37,7 +37,18 @@ class _Section(BaseModel):
 class ServerSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535, description="0 picks a free port")
-    max_calls: int = Field(8, ge=1, description="concurrent calls; the next is refused")
+    max_calls: int = Field(
+        8, ge=1, description="concurrent calls; the next start is refused (1013)"
+    )
+    max_waiting: int = Field(
+        16, ge=1, description="connections still waiting for their start; more get 1013"
+    )
+    max_per_address: int = Field(
+        4,
+        ge=1,
+        description="connections from one non-loopback address (waiting or in a "
+        "call); more get 1013. A local proxy's connections are exempt",
+    )
     max_message_bytes: int = Field(
         64 * 1024, ge=1024, description="largest websocket message accepted (close 1009)"
     )

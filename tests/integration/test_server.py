@@ -146,6 +146,7 @@ async def test_calls_beyond_the_limit_are_refused_with_1013() -> None:
         async with connect(url(server)) as first:
             await first.send(start_message())
             async with connect(url(server)) as second:
+                await second.send(start_message())  # refused once it asks for a call
                 code, reason = await closed_with(second)
             assert code == 1013 and reason and "capacity" in reason
             assert server.active_calls == 1
@@ -284,3 +285,21 @@ async def test_pcm_switched_off_answers_404_and_twilio_still_serves() -> None:
         async with connect(url(server, "/twilio")) as ws:
             await ws.send(start_message())
             await ws.send(media_message(base64.b64encode(b"\xff" * 160).decode()))
+
+
+async def test_sockets_that_never_start_hold_no_call_slot() -> None:
+    """Idle sockets wait for their start outside the calls' slots (and are bounded on
+    their own): a real call still gets through, the next idle one gets 1013."""
+    cfg = {"max_calls": 1, "max_waiting": 2, "start_timeout_s": 5.0}
+    async with running_server(EchoSession, server=cfg) as server:
+        async with connect(url(server)) as idle1, connect(url(server)) as idle2:
+            for _ in range(100):
+                if server.waiting == 2:
+                    break
+                await asyncio.sleep(0.02)
+            async with connect(url(server)) as third:
+                code, reason = await closed_with(third)
+            assert code == 1013 and "waiting to start" in reason
+            assert server.active_calls == 0 and not idle1.close_code and not idle2.close_code
+        summary, _ = await simulate_call(url(server), voiced(0.2), 8000, max_tail_s=0.3)
+        assert summary.close_code == 1000

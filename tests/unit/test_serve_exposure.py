@@ -58,3 +58,13 @@ def test_serve_refuses_an_open_public_address_and_insecure_says_so() -> None:
         _, err = lab.communicate(timeout=30)
     assert lab.returncode == 0
     assert "INSECURE: /twilio has no auth" in err and "/pcm" not in err
+
+
+def test_one_address_may_hold_a_few_connections_and_the_waiting_are_bounded() -> None:
+    from voice_agent.transports.server import refusal
+
+    cfg = settings(server={"max_waiting": 3, "max_per_address": 2}).server
+    assert refusal(cfg, 0, "203.0.113.9", 1) == ""
+    assert "203.0.113.9" in refusal(cfg, 0, "203.0.113.9", 2)
+    assert refusal(cfg, 0, None, 50) == ""  # a loopback peer (a local proxy) is exempt
+    assert "waiting to start" in refusal(cfg, 3, None, 0)

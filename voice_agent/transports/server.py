@@ -23,7 +23,7 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State
 
 from voice_agent.clock import Clock, MonotonicClock
-from voice_agent.config import Settings
+from voice_agent.config import ServerSettings, Settings
 from voice_agent.events import CallStarted, CallStopped, MarkReceived, OutboundEvent
 from voice_agent.transports.auth import (
     bearer_or_query_token,
@@ -63,6 +63,22 @@ class CallRecord:
     call_id: str | None
     close_code: int
     close_reason: str
+
+
+def refusal(cfg: ServerSettings, waiting: int, address: str | None, open_here: int) -> str:
+    """Why a new connection is turned away before it may send its start ('' to admit):
+    too many are waiting for their start already, or its (non-loopback) `address` has
+    `open_here` connections, the most one address may hold."""
+    if waiting >= cfg.max_waiting:
+        return f"{waiting} connections waiting to start; try again later"
+    if address is not None and open_here >= cfg.max_per_address:
+        return f"too many connections from {address}; try again later"
+    return ""
+
+
+def _peer_address(ws: ServerConnection) -> str | None:
+    peer = ws.remote_address
+    return str(peer[0]) if isinstance(peer, tuple) and peer else None
 
 
 def is_loopback(host: str) -> bool:
@@ -110,6 +126,9 @@ class VoiceServer:
         self._clock = clock or MonotonicClock()
         self._server: Server | None = None
         self.active_calls = 0
+        self.waiting = 0
+        """Connections waiting for their start message (not yet calls)."""
+        self._per_address: collections.Counter[str] = collections.Counter()
         self.calls: collections.deque[CallRecord] = collections.deque(maxlen=CALL_LOG_SIZE)
 
     async def start(self) -> None:
@@ -203,22 +222,26 @@ class VoiceServer:
     # ------------------------------------------------------------------ a call
 
     async def _handle(self, ws: ServerConnection) -> None:
+        """A connection: admitted while few are waiting for their start and its address
+        has few open; it takes a call slot only once its start (and token) arrived, so
+        sockets that never start cannot hold the calls' slots."""
         path = urlsplit(ws.request.path if ws.request else "").path
-        max_calls = self.settings.server.max_calls
-        if self.active_calls >= max_calls:
-            await self._close(
-                ws,
-                path,
-                None,
-                CloseCode.TRY_AGAIN_LATER,
-                f"server at capacity ({max_calls} calls); try again later",
-            )
+        peer = _peer_address(ws)
+        capped = peer if peer is not None and not is_loopback(peer) else None
+        open_here = self._per_address[capped] if capped else 0
+        why = refusal(self.settings.server, self.waiting, capped, open_here)
+        if why:
+            await self._close(ws, path, None, CloseCode.TRY_AGAIN_LATER, why)
             return
-        self.active_calls += 1
+        if capped:
+            self._per_address[capped] += 1
         try:
             await self._run_call(ws, path)
         finally:
-            self.active_calls -= 1
+            if capped:
+                self._per_address[capped] -= 1
+                if not self._per_address[capped]:
+                    del self._per_address[capped]
 
     def _new_codec(self, path: str) -> Codec:
         if path == PCM_PATH:
@@ -231,6 +254,7 @@ class VoiceServer:
 
     async def _run_call(self, ws: ServerConnection, path: str) -> None:
         codec = self._new_codec(path)
+        self.waiting += 1
         try:
             call = await asyncio.wait_for(
                 self._await_start(ws, codec), self.settings.server.start_timeout_s
@@ -244,10 +268,21 @@ class VoiceServer:
         except ConnectionClosed:
             await self._close(ws, path, None, CloseCode.GOING_AWAY, "connection lost")
             return
+        finally:
+            self.waiting -= 1
         if call is None:  # stop before start: nothing to do
             await self._close(ws, path, None, CloseCode.NORMAL, "stopped before start")
             return
-        code, reason = await self._converse(ws, codec, call)
+        max_calls = self.settings.server.max_calls
+        if self.active_calls >= max_calls:
+            why = f"server at capacity ({max_calls} calls); try again later"
+            await self._close(ws, path, call.call_id, CloseCode.TRY_AGAIN_LATER, why)
+            return
+        self.active_calls += 1
+        try:
+            code, reason = await self._converse(ws, codec, call)
+        finally:
+            self.active_calls -= 1
         await self._close(ws, path, call.call_id, code, reason)
 
     async def _await_start(self, ws: ServerConnection, codec: Codec) -> CallStarted | None:

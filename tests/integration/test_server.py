@@ -303,3 +303,21 @@ async def test_sockets_that_never_start_hold_no_call_slot() -> None:
             assert server.active_calls == 0 and not idle1.close_code and not idle2.close_code
         summary, _ = await simulate_call(url(server), voiced(0.2), 8000, max_tail_s=0.3)
         assert summary.close_code == 1000
+
+
+async def test_audio_faster_than_real_time_is_closed_with_4429() -> None:
+    """A phone line delivers audio in real time; a client flooding it (1 s frames as fast
+    as TCP takes them) would starve the other calls' recognition."""
+    async with running_server(EchoSession) as server:
+        async with connect(url(server, "/pcm")) as flood:
+            await flood.send(json.dumps({"event": "start", "sample_rate_hz": 16000}))
+            second = pcm16_to_bytes(voiced(1.0, 16000))
+            for _ in range(5):
+                try:
+                    await flood.send(second)
+                except ConnectionClosed:
+                    break
+            code, reason = await closed_with(flood)
+        assert code == 4429 and "ahead of real time" in reason
+        summary, _ = await simulate_call(url(server), voiced(0.2), 8000, max_tail_s=0.3)
+        assert summary.close_code == 1000  # a real-time caller is served as before

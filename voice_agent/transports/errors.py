@@ -33,6 +33,8 @@ class CloseCode(IntEnum):
     """A sample rate, encoding or channel count the endpoint does not accept."""
     SLOW_CONSUMER = 4408
     """The peer stopped reading outbound audio and the bounded buffer filled up."""
+    TOO_FAST = 4429
+    """The peer sent caller audio faster than real time (beyond `AUDIO_AHEAD_S`)."""
 
 
 class ProtocolError(Exception):

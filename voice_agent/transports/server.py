@@ -24,7 +24,13 @@ from websockets.protocol import State
 
 from voice_agent.clock import Clock, MonotonicClock
 from voice_agent.config import ServerSettings, Settings
-from voice_agent.events import CallStarted, CallStopped, MarkReceived, OutboundEvent
+from voice_agent.events import (
+    AudioReceived,
+    CallStarted,
+    CallStopped,
+    MarkReceived,
+    OutboundEvent,
+)
 from voice_agent.transports.auth import (
     bearer_or_query_token,
     secret_matches,
@@ -63,6 +69,30 @@ class CallRecord:
     call_id: str | None
     close_code: int
     close_reason: str
+
+
+AUDIO_AHEAD_S = 2.0
+"""How far a caller's audio may run ahead of real time (network bursts, a client's
+buffered start) before the call is closed with TOO_FAST."""
+
+
+class RealTimePace:
+    """Caller audio against the wall clock since the call's start."""
+
+    def __init__(self, start_s: float) -> None:
+        self.start_s = start_s
+        self.audio_s = 0.0
+
+    def add(self, duration_s: float, now_s: float) -> None:
+        """Count `duration_s` of audio received at `now_s`. Raises ProtocolError
+        (TOO_FAST) once the audio is `AUDIO_AHEAD_S` ahead of the time elapsed."""
+        self.audio_s += duration_s
+        ahead_s = self.audio_s - (now_s - self.start_s)
+        if ahead_s > AUDIO_AHEAD_S:
+            raise ProtocolError(
+                CloseCode.TOO_FAST,
+                f"audio {ahead_s:.1f} s ahead of real time (at most {AUDIO_AHEAD_S:g} s)",
+            )
 
 
 def refusal(cfg: ServerSettings, waiting: int, address: str | None, open_here: int) -> str:
@@ -344,12 +374,18 @@ class VoiceServer:
     async def _read(
         self, ws: ServerConnection, codec: Codec, player: AudioPlayer, inbound: Inbound
     ) -> None:
-        """Feed the codec until the caller stops or the socket closes; then end `inbound`."""
+        """Feed the codec until the caller stops or the socket closes; then end `inbound`.
+        Raises ProtocolError(TOO_FAST) when the caller's audio runs more than
+        `AUDIO_AHEAD_S` ahead of the wall clock: a phone line delivers it in real time, a
+        flood of it would only starve the other calls' recognition."""
+        pace = RealTimePace(self._clock.now())
         try:
             async for message in ws:
                 for event in codec.feed(message):
                     if isinstance(event, MarkReceived):
                         player.on_mark(event.name)
+                    if isinstance(event, AudioReceived):
+                        pace.add(len(event.samples) / event.sample_rate_hz, self._clock.now())
                     await inbound.put(event)
                 if codec.stopped:
                     break

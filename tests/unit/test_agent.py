@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -551,3 +552,37 @@ def test_an_answer_that_turns_unsure_midway_is_followed_by_the_repeat_request(
     assert "".join(pieces) == streamed
     text, whole = streamer.finish(PHRASES.say_again)
     assert whole and text == f"{streamed} {PHRASES.say_again}" == "".join(pieces)
+
+
+@pytest.mark.parametrize("commits_first", [False, True])
+def test_a_write_never_lands_after_the_apology_for_it(
+    tok: TextTokenizer, shop: ShopContext, commits_first: bool
+) -> None:
+    """A booking tool that is still writing when its timeout passes: rolled back, so the
+    caller's "sorry" is true and a retry cannot double-book. When its write committed just
+    before the timeout was decided, the caller hears the booking instead of an apology."""
+    committed = threading.Event()
+
+    def slow_booking(name: str, args: Mapping[str, Any], ctx: ShopContext) -> ToolResult:
+        if commits_first:
+            result = call_tool(name, args, ctx)
+            committed.set()
+            time.sleep(0.3)  # past the timeout, after the commit
+            return result
+        with ctx.db.write() as conn:  # the booking's own write, held past the timeout
+            conn.execute("INSERT INTO bookings (name, name_key, day, start, service) "
+                         "VALUES ('Ann Lee', 'ann lee', ?, '10:00', 'brake check')", (WEDNESDAY,))  # fmt: skip
+            time.sleep(0.3)
+        return call_tool(name, args, ctx)
+
+    engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING), say(tok, "Booked."))
+    agent = Agent(engine, tok, shop, run_tool=slow_booking,
+                  config=AgentConfig(tool_timeout_s=0.1))  # fmt: skip
+    reply = run(agent.respond("yes please"))
+    if commits_first:
+        assert committed.is_set() and [c.outcome for c in reply.tool_calls] == [ToolOutcome.OK]
+        assert reply.text == "Booked." and bookings(shop) == [(WEDNESDAY, "10:00", "brake check")]
+    else:
+        assert (reply.kind, reply.text) == (ReplyKind.FALLBACK, PHRASES.tool_failed)
+        time.sleep(0.5)  # the tool's thread reaches its commit and is refused
+        assert bookings(shop) == []

@@ -29,8 +29,60 @@ from tools.bike_shop.catalogue import (
     WEEKDAYS,
 )
 
-BUSY_TIMEOUT_S = 5.0
-"""How long a writer waits for another connection's transaction before failing."""
+BUSY_TIMEOUT_S = 1.0
+"""How long a writer waits for another connection's transaction before failing: well
+under a database tool's timeout (`pack.DB_TIMEOUT_S`, 2 s), so a held file fails the tool
+with an error the caller hears about instead of a write that lands after the apology."""
+LOCK_WAIT_S = 1.0
+"""How long a tool waits for this process's own connection (another call's tool)."""
+
+
+class DatabaseBusy(sqlite3.OperationalError):
+    """The connection or the file stayed busy past `LOCK_WAIT_S` / `BUSY_TIMEOUT_S`."""
+
+
+class WriteAbandoned(RuntimeError):
+    """The tool's caller gave up on it (its timeout passed) before it committed: rolled
+    back, nothing written."""
+
+
+class WriteGate:
+    """Decides, once, between a tool's write committing and its caller giving up on it,
+    so a write never lands after the caller heard the apology for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = ""
+
+    def commit(self) -> bool:
+        """May the write commit? False once abandoned."""
+        with self._lock:
+            if self._state == "abandoned":
+                return False
+            self._state = "committed"
+            return True
+
+    def abandon(self) -> bool:
+        """Give up on the tool: True when nothing was committed (and now never will be),
+        False when a write already committed (its result should be awaited instead)."""
+        with self._lock:
+            if self._state == "committed":
+                return False
+            self._state = "abandoned"
+            return True
+
+
+_gates = threading.local()
+
+
+@contextmanager
+def gated(gate: WriteGate) -> Iterator[None]:
+    """Writes in this thread, inside the block, commit only through `gate`."""
+    _gates.current = gate
+    try:
+        yield
+    finally:
+        _gates.current = None
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -152,22 +204,37 @@ class ShopDb:
             self._lock.release()
 
     @contextmanager
+    def _held(self) -> Iterator[None]:
+        if not self._lock.acquire(timeout=LOCK_WAIT_S):
+            raise DatabaseBusy(f"the shop database stayed busy for {LOCK_WAIT_S:g} s")
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
-        """The connection, for reads, while holding the process lock."""
-        with self._lock:
+        """The connection, for reads, while holding the process lock (DatabaseBusy when
+        it is not free within LOCK_WAIT_S)."""
+        with self._held():
             yield self._conn
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """An IMMEDIATE transaction: committed when the block ends, rolled back if it
-        raises (the exception propagates)."""
-        with self._lock:
+        raises (the exception propagates), and rolled back with WriteAbandoned when the
+        thread's `WriteGate` (`gated`) says the caller gave up first."""
+        with self._held():
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
+            gate: WriteGate | None = getattr(_gates, "current", None)
+            if gate is not None and not gate.commit():
+                self._conn.execute("ROLLBACK")
+                raise WriteAbandoned("the tool's caller gave up before it committed")
             self._conn.execute("COMMIT")
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, cast, get_args
 
-from tools.bike_shop.db import ShopContext
+from tools.bike_shop.db import ShopContext, WriteGate, gated
 from tools.bike_shop.pack import TOOLS, ToolSpec, call_tool
 from tools.bike_shop.results import CallAction, Handoff, ToolError, ToolResult
 from voice_agent.agent.reply import ToolCallRecord, ToolOutcome
@@ -153,11 +153,13 @@ class ToolRunner:
         handle = tracker.start_tool(call.tool, call.arguments) if tracker is not None else None
         start_s = self._clock.now()
         discarded = self._discard = threading.Event()
+        gate = WriteGate()
 
         def work() -> ToolResult:
             if discarded.is_set():
                 raise _Discarded
-            return _checked(self._run_tool(call.tool, call.arguments, self._ctx))
+            with gated(gate):
+                return _checked(self._run_tool(call.tool, call.arguments, self._ctx))
 
         # Submitted to the pool now (not on a later loop step, as `to_thread` would be),
         # so the discard flag alone decides whether a queued tool starts.
@@ -181,12 +183,15 @@ class ToolRunner:
                 raise
         except TimeoutError:
             discarded.set()  # still queued for a thread: never start it
-            _outlive(job, call.tool)
-            log.warning("tool %s timed out after %.1f s; the caller hears an apology",
-                        call.tool, timeout_s)  # fmt: skip
-            outcome = TimeoutError(f"no result within {timeout_s:.1f} s")
-            run = self._finish(call, turn, generation, start_s, ToolOutcome.TIMEOUT, outcome,
-                               tracker, handle)  # fmt: skip
+            if gate.abandon():  # nothing committed, and now nothing will
+                _outlive(job, call.tool)
+                log.warning("tool %s timed out after %.1f s; the caller hears an apology",
+                            call.tool, timeout_s)  # fmt: skip
+                outcome = TimeoutError(f"no result within {timeout_s:.1f} s")
+                run = self._finish(call, turn, generation, start_s, ToolOutcome.TIMEOUT,
+                                   outcome, tracker, handle)  # fmt: skip
+            else:  # its write committed just now: wait for the result and tell the caller
+                run = await self._committed(job, call, turn, generation, start_s, tracker, handle)
         except ToolError as exc:
             run = self._finish(call, turn, generation, start_s, ToolOutcome.REFUSED, exc,
                                tracker, handle)  # fmt: skip
@@ -202,6 +207,30 @@ class ToolRunner:
         self._done[key] = run
         on_ran(run)
         return run
+
+    async def _committed(
+        self,
+        job: asyncio.Future[ToolResult],
+        call: AgentCall,
+        turn: int,
+        generation: int,
+        start_s: float,
+        tracker: TurnTracker | None,
+        handle: int | None,
+    ) -> ToolRun:
+        """The tool's write committed as its timeout passed: what it did stands, so the
+        caller is told its result, never an apology for a booking that exists."""
+        try:
+            result = await job
+        except ToolError as exc:
+            return self._finish(call, turn, generation, start_s, ToolOutcome.REFUSED, exc,
+                                tracker, handle)  # fmt: skip
+        except Exception as exc:
+            log.exception("tool %s failed after committing", call.tool)
+            return self._finish(call, turn, generation, start_s, ToolOutcome.FAILED, exc,
+                                tracker, handle)  # fmt: skip
+        return self._finish(call, turn, generation, start_s, ToolOutcome.OK, result, tracker,
+                            handle)  # fmt: skip
 
     def discard(self) -> None:
         """Barge-in: the tool submitted but not yet started never starts. Call from the

@@ -34,6 +34,11 @@ BUSY_TIMEOUT_S = 1.0
 under a database tool's timeout (`pack.DB_TIMEOUT_S`, 2 s), so a held file fails the tool
 with an error the caller hears about instead of a write that lands after the apology."""
 LOCK_WAIT_S = 1.0
+HEALTH_WAIT_S = 0.1
+_BUSY_SHORT = "PRAGMA busy_timeout = 100"
+"""HEALTH_WAIT_S in ms, as a constant statement (the pack's SQL is never formatted)."""
+_BUSY_NORMAL = "PRAGMA busy_timeout = 1000"
+"""BUSY_TIMEOUT_S in ms."""
 """How long a tool waits for this process's own connection (another call's tool)."""
 
 
@@ -187,20 +192,21 @@ class ShopDb:
         with self._lock:
             self._conn.close()
 
-    def writable(self, wait_s: float = 0.2) -> bool:
-        """Whether a write transaction can start within `wait_s` (nothing else holds the
-        file's write lock, the disk is not read-only): for health checks; writes nothing."""
-        if not self._lock.acquire(timeout=wait_s):
+    def writable(self) -> bool:
+        """Whether a write transaction can start at once (nothing else holds the file's
+        write lock, the disk is not read-only): for health checks, so it waits at most
+        HEALTH_WAIT_S for each lock and writes nothing."""
+        if not self._lock.acquire(timeout=HEALTH_WAIT_S):
             return False
         try:
-            self._conn.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
+            self._conn.execute(_BUSY_SHORT)
             self._conn.execute("BEGIN IMMEDIATE")
             self._conn.execute("ROLLBACK")
             return True
         except sqlite3.Error:
             return False
         finally:
-            self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            self._conn.execute(_BUSY_NORMAL)
             self._lock.release()
 
     @contextmanager

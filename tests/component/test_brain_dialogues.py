@@ -24,7 +24,9 @@ from voice_agent.brain.phrases import phrases
 from voice_agent.brain.phrasing import Pool, Split
 
 TRAIN_DIALOGUES, HELDOUT_DIALOGUES = 400, 120
-UNREACHABLE_ERRORS = {ToolErrorKind.INVALID_ARGUMENTS, ToolErrorKind.UNKNOWN_TOOL}
+UNREACHABLE_ERRORS = {ToolErrorKind.INVALID_ARGUMENTS, ToolErrorKind.UNKNOWN_TOOL,
+                      ToolErrorKind.LIMIT_REACHED}  # fmt: skip
+"""LIMIT_REACHED needs a caller identity; the simulator's shop is unscoped."""
 """The grammar makes every decoded call valid and its tool known, so these never occur."""
 VOCAB = 2048
 

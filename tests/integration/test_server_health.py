@@ -86,6 +86,6 @@ def test_the_database_is_not_writable_while_an_outside_process_holds_its_lock(
 def test_the_health_checks_busy_waits_match_their_names() -> None:
     from tools.bike_shop import db
 
-    assert db._BUSY_NORMAL == f"PRAGMA busy_timeout = {round(db.BUSY_TIMEOUT_S * 1000)}"
-    assert db._BUSY_SHORT == f"PRAGMA busy_timeout = {round(db.HEALTH_WAIT_S * 1000)}"
+    assert f"PRAGMA busy_timeout = {round(db.BUSY_TIMEOUT_S * 1000)}" == db._BUSY_NORMAL
+    assert f"PRAGMA busy_timeout = {round(db.HEALTH_WAIT_S * 1000)}" == db._BUSY_SHORT
     assert db.BUSY_TIMEOUT_S < 2.0  # under the database tools' timeout (pack.DB_TIMEOUT_S)

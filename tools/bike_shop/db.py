@@ -89,6 +89,7 @@ def gated(gate: WriteGate) -> Iterator[None]:
     finally:
         _gates.current = None
 
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS services (
@@ -141,6 +142,15 @@ CREATE UNIQUE INDEX IF NOT EXISTS one_reservation_per_day
 """
 
 
+RESERVATION_COLUMNS = {
+    "caller": "ALTER TABLE reservations ADD COLUMN caller TEXT",
+    "hold_until": "ALTER TABLE reservations ADD COLUMN hold_until TEXT",
+    "released": "ALTER TABLE reservations ADD COLUMN released INTEGER NOT NULL DEFAULT 0",
+}
+"""Columns a reservation gained: who made it (ShopContext.caller), the last day it is held
+(ISO date) and whether its stock went back on the shelf when it expired."""
+
+
 def name_key(name: str) -> str:
     """The comparison key of a caller's name: casefolded, whitespace collapsed."""
     return " ".join(name.casefold().split())
@@ -184,6 +194,10 @@ class ShopDb:
             columns = {row["name"] for row in tx.execute("PRAGMA table_info(bookings)")}
             if "caller" not in columns:  # a file made before bookings recorded the caller
                 tx.execute("ALTER TABLE bookings ADD COLUMN caller TEXT")
+            held = {row["name"] for row in tx.execute("PRAGMA table_info(reservations)")}
+            for column, sql in RESERVATION_COLUMNS.items():
+                if column not in held:  # a file made before holds had an owner and an end
+                    tx.execute(sql)
             if tx.execute("SELECT 1 FROM meta WHERE key = 'seeded_on'").fetchone() is None:
                 _seed(tx, today)
         return db

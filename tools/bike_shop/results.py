@@ -32,6 +32,8 @@ class ToolErrorKind(Enum):
     INVALID_TIME = "invalid_time"
     """Outside opening hours, or the service would run past closing."""
     IN_THE_PAST = "in_the_past"
+    LIMIT_REACHED = "limit_reached"
+    """The caller already holds as many bookings or reservations as one caller may."""
     INVALID_ARGUMENTS = "invalid_arguments"
     UNKNOWN_TOOL = "unknown_tool"
 

@@ -39,6 +39,8 @@ MAX_ALTERNATIVES = 2
 HOLD_OPEN_DAYS = 3
 """A reservation is held until the end of the third open day after it is made."""
 RESERVATION_REF_BASE = 1000
+MAX_HOLDS_PER_CALLER = 3
+"""Reservations one caller (ShopContext.caller) may hold at once."""
 """References start at four digits, so they read like order numbers."""
 STOP_WORDS = frozenset(
     {
@@ -125,12 +127,31 @@ def search_products(args: SearchProducts, ctx: ShopContext) -> SearchResult:
     return SearchResult(args.query, tuple(hits), say)
 
 
+def release_expired(conn: sqlite3.Connection, today: date) -> int:
+    """Put the stock of holds whose last day has passed back on the shelf (once each);
+    the number of holds released."""
+    expired = conn.execute(
+        "SELECT reservation_id, product_id, quantity FROM reservations "
+        "WHERE released = 0 AND hold_until IS NOT NULL AND hold_until < ?",
+        (today.isoformat(),),
+    ).fetchall()
+    for r in expired:
+        conn.execute(
+            "UPDATE products SET stock = stock + ? WHERE product_id = ?",
+            (r["quantity"], r["product_id"]),
+        )
+        conn.execute("UPDATE reservations SET released = 1 WHERE reservation_id = ?",
+                     (r["reservation_id"],))  # fmt: skip
+    return len(expired)
+
+
 def reserve_product(args: ReserveProduct, ctx: ShopContext) -> Reservation:
     """Raises NO_SUCH_PRODUCT, or OUT_OF_STOCK offering in-stock products of the same
     category (ids in `alternatives`)."""
     today = ctx.now().date()
     key = name_key(args.name)
     with ctx.db.write() as conn:
+        release_expired(conn, today)
         row = conn.execute(
             "SELECT * FROM products WHERE product_id = ?", (args.product_id,)
         ).fetchone()
@@ -144,6 +165,17 @@ def reserve_product(args: ReserveProduct, ctx: ShopContext) -> Reservation:
             "AND name_key = ? AND made_on = ?",
             (args.product_id, args.quantity, key, today.isoformat()),
         ).fetchone()
+        if existing is None and ctx.caller is not None:
+            held = conn.execute(
+                "SELECT COUNT(*) FROM reservations WHERE caller = ? AND released = 0",
+                (ctx.caller,),
+            ).fetchone()[0]
+            if held >= MAX_HOLDS_PER_CALLER:
+                raise ToolError(
+                    ToolErrorKind.LIMIT_REACHED,
+                    "You already have the most items we can hold for one caller; a "
+                    "colleague can help with more.",
+                )
         if existing is None and row["stock"] < args.quantity:
             others = conn.execute(
                 "SELECT * FROM products WHERE category = ? AND product_id != ? AND stock >= ? "
@@ -168,10 +200,11 @@ def reserve_product(args: ReserveProduct, ctx: ShopContext) -> Reservation:
                 (args.quantity, args.product_id),
             )
             cursor = conn.execute(
-                "INSERT INTO reservations (product_id, quantity, name, name_key, made_on) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (args.product_id, args.quantity, args.name, key, today.isoformat()),
-            )
+                "INSERT INTO reservations (product_id, quantity, name, name_key, made_on, "
+                "caller, hold_until) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (args.product_id, args.quantity, args.name, key, today.isoformat(), ctx.caller,
+                 open_days_after(today, HOLD_OPEN_DAYS).isoformat()),
+            )  # fmt: skip
             reservation_id = int(cursor.lastrowid or 0)
         else:
             reservation_id = int(existing["reservation_id"])

@@ -227,6 +227,25 @@ def _check_room(
         )
 
 
+MAX_BOOKINGS_PER_CALLER = 3
+"""Active bookings (today on) one caller (ShopContext.caller) may hold at once."""
+
+
+def _check_own_limit(conn: sqlite3.Connection, caller: str | None, now: datetime) -> None:
+    if caller is None:
+        return
+    held = conn.execute(
+        "SELECT COUNT(*) FROM bookings WHERE caller = ? AND cancelled = 0 AND day >= ?",
+        (caller, now.date().isoformat()),
+    ).fetchone()[0]
+    if held >= MAX_BOOKINGS_PER_CALLER:
+        raise ToolError(
+            ToolErrorKind.LIMIT_REACHED,
+            "You already have the most bookings we take from one caller; a colleague can "
+            "help with more.",
+        )
+
+
 def book_service(args: BookService, ctx: ShopContext) -> Booking:
     """Book, or return the identical active booking a retried call already made."""
     now = ctx.now()
@@ -242,6 +261,7 @@ def book_service(args: BookService, ctx: ShopContext) -> Booking:
             (key, day.isoformat(), args.time, service.name),
         ).fetchone()
         if existing is None:
+            _check_own_limit(conn, ctx.caller, now)
             _check_room(conn, day, start, service, now)
             cursor = conn.execute(
                 "INSERT INTO bookings (name, name_key, day, start, service, caller) "

@@ -169,6 +169,13 @@ class PipelineSettings(_Section):
     preemptive_max_queue: int = Field(
         0, ge=0, description="draft only while at most this many engine requests wait"
     )
+    max_call_s: float = Field(
+        900.0, gt=0, description="a call this long gets the goodbye and is ended"
+    )
+    silence_hangup_s: float = Field(
+        60.0, gt=0, description="no caller speech for this long: goodbye and hang up"
+    )
+    max_turns: int = Field(60, ge=1, description="caller turns per call; then goodbye")
 
 
 class TelemetrySettings(_Section):

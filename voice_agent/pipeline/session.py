@@ -61,6 +61,8 @@ then it already holds the whole turn."""
 FIRST_FRAME_WAIT_S = 2.0
 """How long a turn waits for its first reply frame to go out before writing its record."""
 _MS_PER_S = 1000.0
+LIMIT_POLL_S = 0.25
+"""How often the call's limits (length, silence, turns) are checked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +105,11 @@ class PipelineSession:
         """Ended turns (`end_ms`) answered from a partial: their final is dropped."""
         self._fed_ms = 0.0
         self._fed_at_s = 0.0
+        self._heard_at_s = 0.0
+        """When the caller last started or stopped speaking (the silence limit)."""
         self._turns = 0
+        self.ended_by_limit = ""
+        """Why the session ended the call at a limit ('' when it did not)."""
         self.greeting = ""
         self.turns: list[TurnSummary] = []
 
@@ -133,14 +139,15 @@ class PipelineSession:
         hearing = asyncio.create_task(self._hear(listener), name=f"hear-{call.call_id}")
         reading = asyncio.create_task(self._read(inbound, listener), name=f"read-{call.call_id}")
         ending = asyncio.create_task(self._ended.wait(), name=f"end-{call.call_id}")
+        limits = asyncio.create_task(self._watch_limits(), name=f"limits-{call.call_id}")
         self._p.call_started(call.call_id)
         try:
             await self._greet()
             await asyncio.wait({reading, ending}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in (reading, ending):
+            for task in (reading, ending, limits):
                 task.cancel()
-            await asyncio.gather(reading, ending, return_exceptions=True)
+            await asyncio.gather(reading, ending, limits, return_exceptions=True)
             await self._cancel_reply()
             hearing.cancel()
             await asyncio.gather(hearing, return_exceptions=True)
@@ -148,6 +155,30 @@ class PipelineSession:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(listener.close(), LISTENER_CLOSE_S)
             self._p.call_ended(call.call_id, self._turns)
+
+    async def _watch_limits(self) -> None:
+        """End the call politely at the configured limits: its length, the caller's
+        silence, its number of turns (a line left open, a script looping on the agent)."""
+        cfg = self._p.settings.pipeline
+        started_s = self._heard_at_s = self._clock.now()
+        while True:
+            await asyncio.sleep(LIMIT_POLL_S)  # polls; the limits are read on the clock
+            now_s = self._clock.now()
+            why = ""
+            if now_s - started_s >= cfg.max_call_s:
+                why = f"the call reached {cfg.max_call_s:g} s"
+            elif now_s - self._heard_at_s >= cfg.silence_hangup_s and not self.voice.speaking:
+                why = f"no caller speech for {cfg.silence_hangup_s:g} s"
+            elif self._turns >= cfg.max_turns and not self.voice.speaking:
+                why = f"the call reached {cfg.max_turns} turns"
+            if why:
+                log.info("call %s: ending it: %s", self._call_id, why)
+                await self._cancel_reply()
+                await self.voice.say(self._phrases.goodbye)
+                await self.voice.played_out()
+                self.ended_by_limit = why
+                self._ended.set()
+                return
 
     # ------------------------------------------------------------------ inbound
 
@@ -187,12 +218,14 @@ class PipelineSession:
             await self._interrupt()
         elif isinstance(event, SpeechStarted):
             self._latest = None
+            self._heard_at_s = self._clock.now()
         elif isinstance(event, PartialTranscript):
             self._latest = event
         elif isinstance(event, PausedTranscript):
             self._latest = event
             self._start_draft(event.text)
         elif isinstance(event, SpeechEnded):
+            self._heard_at_s = self._clock.now()
             self._speech_ended.append(event)
             self._watch_final(event)
         elif isinstance(event, FinalTranscript):

@@ -274,11 +274,8 @@ def main() -> None:
             p.error(f"--init {args.init} was trained with another tokenizer than the one "
                     f"given or found in {args.out}")  # fmt: skip
     torch.manual_seed(TRAIN_SEED)
-    model = DiffusionLM(config)
-    if backbone is not None:
-        model, config = backbone, backbone.config
-        if (args.out / "train_state.pt").is_file():
-            log(json.dumps({"backbone": args.backbone, "resuming": str(args.out)}))
+    model = DiffusionLM(config) if backbone is None else backbone
+    config = model.config
     if init is not None and not (args.out / "train_state.pt").is_file():
         done = init.card.metrics
         seed_state(args.out, init.model, int(done.get("steps", 0)),

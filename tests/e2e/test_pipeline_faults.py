@@ -21,6 +21,7 @@ import pytest
 
 from tests.fakes import settings, url
 from tests.mqtt_broker import free_port
+from voice_agent.config import Settings
 from voice_agent.events import Pcm16
 from voice_agent.pipeline import Pipeline, PipelineSession
 from voice_agent.simulator import CallSummary, simulate_call
@@ -47,6 +48,16 @@ async def server_without_broker(
         pipeline={"records": tmp_path / "turns.jsonl", "shop_db": tmp_path / "shop.sqlite"},
         telemetry={"broker_url": f"mqtt://127.0.0.1:{free_port()}", "node": "faults"},
     )
+    async with serving(cfg) as served:
+        yield served
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    cfg: Settings,
+) -> AsyncIterator[tuple[VoiceServer, Pipeline, list[PipelineSession]]]:
+    """A loopback server on a real pipeline built from `cfg`; yields the server, the
+    pipeline and the sessions it made, one per call."""
     sessions: list[PipelineSession] = []
     async with Pipeline(cfg) as pipeline:
 

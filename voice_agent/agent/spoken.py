@@ -24,7 +24,7 @@ at least four; three allows a product id)."""
 
 _DIGIT = r"(?:zero|oh|o|one|two|three|four|five|six|seven|eight|nine|\d)"
 _ITEM = rf"(?:(?:double|triple) {_DIGIT}|{_DIGIT})"
-_SEP = r"(?:[ ,.-]+|, )"
+_SEP = r"[ ,.-]+"
 _RUN = re.compile(rf"\b{_ITEM}(?:{_SEP}{_ITEM})+\b", re.IGNORECASE)
 
 

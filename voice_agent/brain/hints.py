@@ -34,6 +34,7 @@ from torch import Tensor
 
 from voice_agent.brain import callers
 from voice_agent.brain.format import CallerTurn, Turn, last_caller
+from voice_agent.brain.independent import hint_label, read_cases
 from voice_agent.brain.phrasing import Pool
 
 HINTS_V1 = "minilm-nearest-frame/1"
@@ -95,8 +96,6 @@ def frames() -> list[tuple[str, str]]:
 def independent_lines(directory: Path = INDEPENDENT_TRAIN) -> list[tuple[str, str]]:
     """(caller line, act label) for every independent training line whose act the
     simulator knows (`independent.hint_label`); none when the folder is absent."""
-    from voice_agent.brain.independent import hint_label, read_cases
-
     cases = read_cases(sorted(directory.glob("*.jsonl"))) if directory.is_dir() else None
     out = [(c.line, label) for c in cases.lines if (label := hint_label(c))] if cases else []
     return sorted(set(out))

@@ -253,9 +253,8 @@ def score_call(case: CallCase, outcome: Outcome) -> CallVerdict:
     unasked = _irreversible(outcome.calls + handoffs, asked) or (
         outcome.hung_up_early and bool(handoffs)
     )
-    want_writes = want_b != frozenset(Booking.of(b) for b in case.bookings) or bool(want_h)
     wrong = bool(outcome.active_bookings - want_b) or bool(outcome.holds - want_h)
-    if not want_writes and not case.writes:
+    if not case.writes:  # nothing asked for: a booking of the setup gone is a wrong write too
         wrong = wrong or outcome.active_bookings != want_b
     repeats = sum(t.kind == "ask_again" for t in outcome.turns)
     return CallVerdict(not why, unasked, bool(wrong), repeats, why)

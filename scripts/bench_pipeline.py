@@ -6,14 +6,18 @@ A `voice-agent serve` process on loopback (the embedded defaults: Whisper tiny.e
 shipped brain, Piper) answers scripted bike-shop calls (scripts/calls.py: caller lines
 spoken by Piper, streamed through the Twilio protocol at real time). Voice to voice is
 what each simulated caller heard: from the end of their speech in the stream to the
-first non-silent reply frame (a filler counts: it is what the caller hears). The stage
-breakdown comes from the server's turn records. `single` places the calls one after the
+first non-silent reply frame (a filler counts: it is what the caller hears);
+`voice_to_voice_answer_ms` is when the answer itself began (a filler is not an answer:
+the server's records say how long after the first frame the answer's first frame went
+out). The stage breakdown (p50 and p95 of each stage) comes from the server's turn
+records. `single` places the calls one after the
 other until at least `--turns` turns; `concurrent` places N calls at once (staggered by
 `--stagger-s`), for each N; each concurrent figure also has its ratio to `single`.
 `--compare-preemptive` also runs the single calls on a second server with preemptive
 generation off (`preemptive_off`), and the ratio of the two medians.
 
-Writes {"single": {"voice_to_voice_ms": {"p50", "p95", "n"}, "stages_ms": {...}, ...},
+Writes {"single": {"voice_to_voice_ms": {"p50", "p95", "n"}, "voice_to_voice_answer_ms":
+{...}, "stages_ms": {...}, "false_cutoffs": share, ...},
 "concurrent": {"4": {...}, "8": {...}}, "turns": N, ...}.
 """
 
@@ -64,7 +68,8 @@ async def without_preemption(args: argparse.Namespace, voice: Synthesizer) -> di
         results = await single_calls(server, args.turns, voice)
     finally:
         await server.stop()
-    return summarize(join_turns(results, read_jsonl(server.records)), results)
+    records = read_jsonl(server.records)
+    return summarize(join_turns(results, records), results, records)
 
 
 async def bench(args: argparse.Namespace) -> dict[str, object]:
@@ -84,11 +89,11 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
     finally:
         code = await server.stop()
     records = read_jsonl(server.records) if server.records.exists() else []
-    single = summarize(join_turns(single_results, records), single_results)
+    single = summarize(join_turns(single_results, records), single_results, records)
     results["single"] = single
     by_n: dict[str, object] = {}
     for n, res in concurrent_results.items():
-        figures = summarize(join_turns(res, records), res)
+        figures = summarize(join_turns(res, records), res, records)
         for key in ("p50", "p95"):
             figures[f"voice_to_voice_{key}_vs_single"] = _ratio(
                 figures["voice_to_voice_ms"][key],  # type: ignore[index]

@@ -265,10 +265,30 @@ def percentiles(values: Sequence[float]) -> dict[str, float | int | None]:
     }
 
 
-def summarize(turns: Sequence[TurnResult], results: Sequence[CallResult]) -> dict[str, object]:
-    """Voice to voice as the callers heard it, each stage from the server's records,
-    fillers played, turns unanswered, calls failed."""
+def answer_heard_ms(turn: TurnResult) -> float | None:
+    """When the caller heard the answer itself: the first sound they heard, moved on by
+    the server's time from its first frame (a filler, if one played) to the answer's
+    first frame. None when unknown (no record, or no answer was sent)."""
+    r = turn.record
+    if turn.heard_ms is None or r is None:
+        return None
+    first, answer = r.first_audio_sent_at_ms, r.answer_audio_sent_at_ms
+    if first is None or answer is None:
+        return None
+    return turn.heard_ms + max(0.0, answer - first)
+
+
+def summarize(
+    turns: Sequence[TurnResult],
+    results: Sequence[CallResult],
+    all_records: Sequence[TurnRecord] = (),
+) -> dict[str, object]:
+    """Voice to voice as the callers heard it (the first sound, and the answer itself),
+    each stage from the server's records, fillers played, turns unanswered, calls
+    failed; with all the server's records, also `false_cutoffs`: the share of caller
+    turns the server split in two (it answered more turns than the caller spoke)."""
     heard = [t.heard_ms for t in turns if t.heard_ms is not None]
+    answers = [a for t in turns if (a := answer_heard_ms(t)) is not None]
     records = [t.record for t in turns if t.record is not None]
     stages: dict[str, object] = {}
     for stage in Stage:
@@ -277,17 +297,30 @@ def summarize(turns: Sequence[TurnResult], results: Sequence[CallResult]) -> dic
     fillers = sum(any(d.action is DegradeAction.PLAY_FILLER for d in r.degrades) for r in records)
     return {
         "voice_to_voice_ms": percentiles(heard),
+        "voice_to_voice_answer_ms": percentiles(answers),
         "stages_ms": stages,
         "turns": len(turns),
         "turns_unanswered": sum(t.heard_ms is None for t in turns),
         "turns_without_record": sum(t.record is None for t in turns),
         "fillers": fillers,
+        "false_cutoffs": _split_share(results, all_records) if all_records else None,
         "preempted_turns": sum(bool(r.preempted) for r in records),
         "degraded_turns": sum(bool(r.degrades) for r in records),
         "calls": len(results),
         "calls_failed": sum(r.summary is None for r in results),
         "errors": sorted({r.error for r in results if r.error})[:5],
     }
+
+
+def _split_share(results: Sequence[CallResult], records: Sequence[TurnRecord]) -> float | None:
+    spoken = {r.summary.call_sid: r.summary.turns for r in results if r.summary is not None}
+    answered: dict[str, int] = {}
+    for record in records:
+        if record.call_id in spoken:
+            answered[record.call_id] = answered.get(record.call_id, 0) + 1
+    split = sum(max(0, answered.get(call, 0) - turns) for call, turns in spoken.items())
+    total = sum(spoken.values())
+    return round(split / total, 3) if total else None
 
 
 def report_json(results: dict[str, object], path: Path | None) -> None:

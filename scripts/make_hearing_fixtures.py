@@ -1,6 +1,6 @@
 """Regenerate the short speech fixtures of the hearing tests (tests/fixtures/hearing/).
 
-    .venv/bin/python scripts/make_hearing_fixtures.py
+    .venv/bin/python scripts/make_hearing_fixtures.py [STEM ...]
 
 Each fixture is one utterance, trimmed of the TTS engine's padding, as mono PCM16 WAV:
 phone fixtures are 8 kHz after a G.711 μ-law round trip (what a Twilio call delivers),
@@ -32,12 +32,20 @@ CLIPS = (
     ("order_espeak_16k", "espeak:en-us", "My order number is four seven two nine.", False),
     ("okay_piper_8k", "piper:joe", "okay", True),
     ("zephyr_piper_8k", "piper:joe", "Do you have the Zephyr Tourer in stock?", True),
+    # End-of-turn: the halves of a sentence with a pause, and a trailing-off start.
+    ("myname_piper_8k", "piper:joe", "My name is", True),
+    ("priya_piper_8k", "piper:joe", "Priya Nair.", True),
+    ("tuneup_um_piper_8k", "piper:joe", "I'd like to book a tune-up, um", True),
 )
 
 
 def main() -> None:
+    """All fixtures, or only the stems named on the command line."""
     FIXTURES.mkdir(parents=True, exist_ok=True)
+    only = set(sys.argv[1:])
     for stem, voice, text, is_phone in CLIPS:
+        if only and stem not in only:
+            continue
         samples, rate = synthesize(text, voice)
         samples = trim(samples)
         if is_phone:

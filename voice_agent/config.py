@@ -122,7 +122,30 @@ class HearingSettings(_Section):
     silence_threshold: float = Field(0.35, gt=0, lt=1, description="VAD probability to stay")
     min_speech_ms: int = Field(200, gt=0, description="shorter speech is not a turn")
     onset_gap_ms: int = Field(96, gt=0, description="dip tolerated while speech starts")
-    end_of_turn_silence_ms: int = Field(400, gt=0, description="silence that ends a turn")
+    end_of_turn_silence_ms: int = Field(
+        400, gt=0, description="silence that ends a turn (fixed rule; semantic fallback)"
+    )
+    end_of_turn: Literal["semantic", "silence"] = Field(
+        "semantic",
+        description="semantic: Smart Turn v3.2 and the pause's words decide between the two "
+        "silences below; silence: end_of_turn_silence_ms alone",
+    )
+    complete_silence_ms: int = Field(
+        160, gt=0, description="semantic: silence that ends a turn that sounds finished"
+    )
+    incomplete_silence_ms: int = Field(
+        1200, gt=0, description="semantic: silence that ends one that does not (yet)"
+    )
+    complete_threshold: float = Field(
+        0.5, gt=0, lt=1, description="semantic: Smart Turn probability that counts as finished"
+    )
+    reask_ms: int = Field(192, gt=0, description="semantic: ask again after this much more silence")
+    words_wait_ms: int = Field(
+        600, ge=0, description="semantic: wait for the pause's transcript this long at most"
+    )
+    check_words: bool = Field(
+        True, description="semantic: a pause whose words end mid-sentence is not finished"
+    )
     barge_in_ms: int = Field(500, gt=0, description="speech over the agent that interrupts")
     barge_in_threshold: float = Field(0.5, gt=0, lt=1)
     partial_interval_ms: int = Field(500, gt=0, description="new speech between partials")
@@ -143,6 +166,11 @@ class HearingSettings(_Section):
             raise ValueError(
                 f"silence_threshold={self.silence_threshold} exceeds "
                 f"speech_threshold={self.speech_threshold}"
+            )
+        if not 64 <= self.complete_silence_ms <= self.incomplete_silence_ms:
+            raise ValueError(
+                f"need 64 <= complete_silence_ms ({self.complete_silence_ms}) <= "
+                f"incomplete_silence_ms ({self.incomplete_silence_ms})"
             )
         return self
 

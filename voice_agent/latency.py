@@ -322,6 +322,7 @@ class TurnTracker:
             tts_start_at_ms=at.get(Mark.TTS_START),
             first_tts_audio_at_ms=at.get(Mark.FIRST_TTS_AUDIO),
             first_audio_sent_at_ms=at.get(Mark.FIRST_AUDIO_SENT),
+            answer_audio_sent_at_ms=at.get(Mark.ANSWER_AUDIO_SENT),
             tool_calls=tuple(self._tools),
             degrades=tuple(self._degrades),
             effort=self._effort,

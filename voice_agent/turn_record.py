@@ -32,11 +32,12 @@ from voice_agent.config import BudgetSettings
 
 _log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Layout of `TurnRecord` lines; bump on any change a reader of old lines would misread.
 2 added `engine`, `concurrent_calls` and `preempted`; 3 added the tool calls' `arguments`
-and `refusal` (all optional: older lines read as the current version with them None)."""
-READABLE_VERSIONS = frozenset({1, 2, SCHEMA_VERSION})
+and `refusal`, 4 `answer_audio_sent_at_ms` (all optional: older lines read as the current
+version with them None)."""
+READABLE_VERSIONS = frozenset({1, 2, 3, SCHEMA_VERSION})
 DERIVED_KEY = "durations_ms"
 
 
@@ -56,6 +57,8 @@ class Mark(Enum):
     FIRST_TTS_AUDIO = "first_tts_audio"
     FIRST_AUDIO_SENT = "first_audio_sent"
     """The first reply frame (speech or filler) went to the transport."""
+    ANSWER_AUDIO_SENT = "answer_audio_sent"
+    """The first frame of the answer itself (not a filler) went to the transport."""
 
 
 class Stage(Enum):
@@ -238,6 +241,7 @@ class TurnRecord:
     tts_start_at_ms: float | None = None
     first_tts_audio_at_ms: float | None = None
     first_audio_sent_at_ms: float | None = None
+    answer_audio_sent_at_ms: float | None = None
     tool_calls: tuple[ToolCallRecord, ...] = ()
     degrades: tuple[DegradeRecord, ...] = ()
     effort: EffortLevel | None = None

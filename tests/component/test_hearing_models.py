@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from voice_agent.audio import pcm16_to_float32, pcm16_to_ulaw, resample, ulaw_to_pcm16
 from voice_agent.events import Pcm16
 from voice_agent.hearing.asr import AsrConfig, AsrWorker, decode, load_whisper
+from voice_agent.hearing.endpoint import SmartTurnModel, TurnModelWorker
 from voice_agent.hearing.events import BargeIn, FinalTranscript, SpeechEnded, SpeechStarted
 from voice_agent.hearing.listener import Listener
 from voice_agent.hearing.turns import TurnConfig, TurnDetector
@@ -210,3 +212,84 @@ async def test_a_sentence_over_the_agent_barges_in_but_okay_does_not(worker: Asr
     events = await listen(worker, pad(speech, rate, 0.3, 0.6), rate, agent_speaking=True)
     barge = [e for e in events if isinstance(e, BargeIn)]
     assert len(barge) == 1 and barge[0].detected_ms - barge[0].start_ms >= TurnConfig().barge_in_ms
+
+
+# ---------------------------------------------------------------- semantic end of turn
+
+
+@pytest.fixture(scope="module")
+def smart_turn() -> SmartTurnModel:
+    return SmartTurnModel()
+
+
+def at_16k(name: str, silence_s: float = 0.2) -> np.ndarray:
+    speech, rate = fixture(name)
+    return pcm16_to_float32(resample(pad(speech, rate, 0.0, silence_s), rate, 16000))
+
+
+def test_smart_turn_hears_a_finished_question_and_a_trailing_um(smart_turn: SmartTurnModel) -> None:
+    finished, um = smart_turn.predict(
+        [at_16k("appointment_piper_8k"), at_16k("tuneup_um_piper_8k")]
+    )
+    assert finished > 0.8 and um < 0.2
+
+
+async def test_turn_model_worker_batches_questions_that_wait(smart_turn: SmartTurnModel) -> None:
+    clips = [at_16k(n) for n in ("appointment_piper_8k", "tuneup_um_piper_8k", "zephyr_piper_8k")]
+    alone = [smart_turn.predict([clip])[0] for clip in clips]
+    worker = TurnModelWorker(smart_turn)
+    try:
+        together = await asyncio.gather(*(worker.complete_probability(c) for c in clips * 2))
+    finally:
+        worker.close()
+    assert together == pytest.approx(alone * 2, abs=1e-4)
+    assert worker.stats.questions == 6 and worker.stats.batches < 6
+
+
+async def listen_live(
+    worker: AsrWorker, model: TurnModelWorker, audio: Pcm16, rate: int, turn: TurnConfig
+) -> list[object]:
+    """Stream in real time (the model's answer arrives while the audio goes on)."""
+    listener = Listener(worker, rate, turn, end_of_turn=model)
+    step, began = rate // 50, time.perf_counter()
+    for k in range(0, len(audio), step):
+        await asyncio.sleep(max(0.0, began + k / rate - time.perf_counter()))
+        listener.feed(audio[k : k + step])
+    await listener.close()
+    return [event async for event in listener]
+
+
+async def test_semantic_rule_keeps_a_paused_name_in_one_turn_where_silence_splits_it(
+    worker: AsrWorker, smart_turn: SmartTurnModel
+) -> None:
+    first, rate = fixture("myname_piper_8k")
+    second, _ = fixture("priya_piper_8k")
+    audio = np.concatenate((pad(first, rate, 0.4, 0.7), pad(second, rate, 0.0, 1.5)))
+    model = TurnModelWorker(smart_turn)
+    try:
+        fixed = await listen_live(worker, model, audio, rate, TurnConfig(end_of_turn="silence"))
+        semantic = await listen_live(worker, model, audio, rate, TurnConfig(end_of_turn="semantic"))
+    finally:
+        model.close()
+    assert sum(isinstance(e, SpeechEnded) for e in fixed) == 2
+    ends = [e for e in semantic if isinstance(e, SpeechEnded)]
+    finals = [e for e in semantic if isinstance(e, FinalTranscript)]
+    assert len(ends) == 1 and len(finals) == 1
+    assert {"my", "name", "is"} <= set(words(finals[0].text))
+    assert model.stats.questions >= 2  # asked at the pause and at the end
+
+
+async def test_semantic_rule_ends_a_finished_question_sooner_than_the_long_wait(
+    worker: AsrWorker, smart_turn: SmartTurnModel
+) -> None:
+    speech, rate = fixture("appointment_piper_8k")
+    model = TurnModelWorker(smart_turn)
+    turn = TurnConfig(end_of_turn="semantic")
+    try:
+        events = await listen_live(worker, model, pad(speech, rate, 0.4, 1.6), rate, turn)
+    finally:
+        model.close()
+    ends = [e for e in events if isinstance(e, SpeechEnded)]
+    assert len(ends) == 1
+    # Judged finished: it ended well before the unfinished turn's 1,200 ms of silence.
+    assert ends[0].detected_ms - ends[0].end_ms < turn.incomplete_silence_ms - 400

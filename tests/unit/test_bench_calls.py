@@ -3,6 +3,8 @@ the server's turn records, and the summary figures."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from scripts.calls import (
@@ -97,3 +99,17 @@ def test_turns_join_their_records_by_call_and_number() -> None:
 def test_percentiles_of_nothing_are_none() -> None:
     assert percentiles([]) == {"p50": None, "p95": None, "n": 0}
     assert percentiles([5.0]) == {"p50": 5.0, "p95": 5.0, "n": 1}
+
+
+def test_the_answer_is_heard_after_a_filler_and_split_turns_count_as_false_cutoffs() -> None:
+    results = [CallResult(("x", "y"), _summary("CA1", [700, 900]))]
+    plain = replace(_record("CA1", 1, 650.0), answer_audio_sent_at_ms=650.0)
+    filled = replace(_record("CA1", 2, 800.0, filler=True), answer_audio_sent_at_ms=1900.0)
+    split = _record("CA1", 3, 500.0)  # the server answered a turn the caller never ended
+    records = [plain, filled, split]
+    figures = summarize(join_turns(results, records), results, records)
+    # First sound heard at 700 and 900 ms; the second turn's answer 1,100 ms after its filler.
+    assert figures["voice_to_voice_ms"] == {"p50": 800.0, "p95": 890.0, "n": 2}
+    assert figures["voice_to_voice_answer_ms"] == {"p50": 1350.0, "p95": 1935.0, "n": 2}
+    assert figures["false_cutoffs"] == 0.5  # 3 answered turns for 2 spoken
+    assert summarize(join_turns(results, records), results)["false_cutoffs"] is None

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from voice_agent.hearing.endpoint import sounds_unfinished
 from voice_agent.hearing.events import BargeIn, SpeechEnded, SpeechStarted
-from voice_agent.hearing.turns import TurnConfig, TurnDetector
+from voice_agent.hearing.turns import AskEndOfTurn, TurnConfig, TurnDetector
 
 FRAME_MS = 32
 CFG = TurnConfig(
@@ -147,3 +150,125 @@ def test_bad_configs_are_rejected(changes: dict[str, float]) -> None:
 
 def _fields(config: TurnConfig) -> dict[str, float]:
     return {name: getattr(config, name) for name in config.__dataclass_fields__}
+
+
+# ---------------------------------------------------------------- semantic end of turn
+
+SEM = TurnConfig(
+    speech_threshold=0.5,
+    silence_threshold=0.35,
+    min_speech_ms=96,
+    onset_gap_ms=96,
+    end_of_turn_silence_ms=320,  # ten frames: the fallback when the model cannot answer
+    end_of_turn="semantic",
+    ask_silence_ms=64,  # two frames
+    complete_silence_ms=160,  # five frames
+    incomplete_silence_ms=960,  # thirty frames
+)
+
+
+def speak_then_pause(detector: TurnDetector, pause_frames: int) -> list[object]:
+    """Ten voiced frames from frame 0, then `pause_frames` silent ones."""
+    return run([0.9] * 10 + [0.0] * pause_frames, detector)
+
+
+def test_semantic_asks_once_per_pause_and_a_finished_turn_ends_after_the_short_silence() -> None:
+    detector = TurnDetector(SEM)
+    events = speak_then_pause(detector, 3)
+    asks = [e for e in events if isinstance(e, AskEndOfTurn)]
+    assert asks == [AskEndOfTurn(speech_end_ms=10 * FRAME_MS, detected_ms=12 * FRAME_MS)]
+    assert detector.verdict(10 * FRAME_MS, 0.9) == []  # 96 ms of silence so far
+    events = run([0.0, 0.0], detector, start_frame=13)
+    assert events == [SpeechEnded(start_ms=0, end_ms=10 * FRAME_MS, detected_ms=15 * FRAME_MS)]
+
+
+def test_semantic_answer_arriving_late_ends_the_turn_at_once() -> None:
+    detector = TurnDetector(SEM)
+    speak_then_pause(detector, 8)  # 256 ms of silence before the model answers
+    assert detector.verdict(10 * FRAME_MS, 0.8) == [
+        SpeechEnded(start_ms=0, end_ms=10 * FRAME_MS, detected_ms=18 * FRAME_MS)
+    ]
+
+
+def test_semantic_unfinished_turn_waits_for_the_long_silence() -> None:
+    detector = TurnDetector(SEM)
+    speak_then_pause(detector, 3)
+    assert detector.verdict(10 * FRAME_MS, 0.1) == []
+    events = run([0.0] * 26, detector, start_frame=13)  # up to 928 ms of silence
+    assert not any(isinstance(e, SpeechEnded) for e in events)
+    assert run([0.0], detector, start_frame=39) == [
+        SpeechEnded(start_ms=0, end_ms=10 * FRAME_MS, detected_ms=40 * FRAME_MS)
+    ]
+
+
+def test_semantic_without_an_answer_waits_for_the_long_silence_and_none_falls_back() -> None:
+    unanswered = TurnDetector(SEM)
+    events = speak_then_pause(unanswered, 29)
+    assert not any(isinstance(e, SpeechEnded) for e in events)
+    assert isinstance(run([0.0], unanswered, start_frame=39)[0], SpeechEnded)
+    failed = TurnDetector(SEM)
+    speak_then_pause(failed, 3)
+    assert failed.verdict(10 * FRAME_MS, None) == []
+    events = run([0.0] * 7, failed, start_frame=13)  # 320 ms: the fixed rule's silence
+    assert events == [SpeechEnded(start_ms=0, end_ms=10 * FRAME_MS, detected_ms=20 * FRAME_MS)]
+
+
+def test_semantic_answer_for_a_pause_the_caller_broke_is_ignored() -> None:
+    detector = TurnDetector(SEM)
+    speak_then_pause(detector, 3)
+    run([0.9] * 5, detector, start_frame=13)  # the caller goes on
+    assert detector.verdict(10 * FRAME_MS, 0.99) == []
+    events = run([0.0] * 6, detector, start_frame=18)
+    # A new pause: a new question, and the stale "finished" did not end the turn.
+    assert [type(e) for e in events] == [AskEndOfTurn]
+    with pytest.raises(ValueError, match="probability"):
+        detector.verdict(18 * FRAME_MS, 1.5)
+
+
+def test_silence_rule_never_asks() -> None:
+    events = run([0.9] * 10 + [0.0] * 12)
+    assert not any(isinstance(e, AskEndOfTurn) for e in events)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"end_of_turn": "smart"}, "end_of_turn"),
+        ({"complete_threshold": 1.0}, "complete_threshold"),
+        ({"complete_silence_ms": 2000}, "complete_silence_ms"),
+        ({"ask_silence_ms": 0, "complete_silence_ms": 0, "incomplete_silence_ms": 0}, "positive"),
+    ],
+)
+def test_semantic_settings_are_checked(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        TurnConfig(**changes)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "unfinished"),
+    [
+        ("My name is", True),
+        ("I'd like to book a tune-up, um", True),
+        ("Could you look at my", True),
+        ("I was wondering if...", True),
+        ("Can I come in on the", True),
+        ("My name is Priya Nair.", False),
+        ("Thank you.", False),
+        ("Yes, I do.", False),
+        ("I think so.", False),
+        ("", False),
+    ],
+)
+def test_words_that_leave_a_sentence_unfinished(text: str, unfinished: bool) -> None:
+    assert sounds_unfinished(text) is unfinished
+
+
+def test_semantic_asks_again_after_an_unfinished_answer_and_ends_when_finished() -> None:
+    detector = TurnDetector(replace(SEM, reask_ms=192))  # six frames
+    speak_then_pause(detector, 3)  # asked at 64 ms of silence, now 96 ms
+    assert detector.verdict(10 * FRAME_MS, 0.2) == []
+    events = run([0.0] * 6, detector, start_frame=13)  # up to 288 ms of silence
+    assert events == [AskEndOfTurn(speech_end_ms=10 * FRAME_MS, detected_ms=18 * FRAME_MS)]
+    assert detector.verdict(10 * FRAME_MS, 0.9) == [
+        SpeechEnded(start_ms=0, end_ms=10 * FRAME_MS, detected_ms=19 * FRAME_MS)
+    ]

@@ -1,15 +1,19 @@
-"""Turn records, version 3: each tool call keeps the arguments it ran with and its
-refusal; version-2 lines still read, with those None."""
+"""Turn records, versions 3 and 4: each tool call keeps the arguments it ran with and
+its refusal (3), the answer's first frame is marked apart from a filler's (4); older
+lines still read, with those None."""
 
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from voice_agent.clock import FakeClock
 from voice_agent.latency import TurnTracker
 from voice_agent.turn_record import (
     SCHEMA_VERSION,
     Budgets,
+    Mark,
     ToolCallRecord,
     ToolOutcome,
     TurnRecord,
@@ -43,7 +47,7 @@ def test_arguments_and_refusal_round_trip_through_a_json_line() -> None:
     record = TurnRecord("CA3", 2, Budgets.default(), tool_calls=calls, wall_time_unix_s=1e9)
     line = record.to_json_line()
     data = json.loads(line)
-    assert data["schema_version"] == SCHEMA_VERSION == 3
+    assert data["schema_version"] == SCHEMA_VERSION == 4
     assert data["tool_calls"][0]["arguments"] == BOOKING
     assert data["tool_calls"][1]["refusal"] == "no_such_order"
     back = TurnRecord.from_json_line(line)
@@ -69,3 +73,19 @@ def test_a_record_with_arguments_still_hashes() -> None:
     call = ToolCallRecord("book_service", 5.0, 40.0, ToolOutcome.OK, dict(BOOKING))
     record = TurnRecord("CA1", 1, Budgets.default(), tool_calls=(call,))
     assert call in {call} and record in {record}  # the dict is left out of the hash
+
+
+def test_version_4_marks_the_answer_apart_from_a_filler_and_version_3_reads() -> None:
+    clock = FakeClock(10.0)
+    t = TurnTracker(clock, Budgets.default(), call_id="CA4", turn=1)
+    t.mark(Mark.FIRST_AUDIO_SENT, 10.3)  # "one moment please"
+    t.mark(Mark.ANSWER_AUDIO_SENT, 11.5)
+    record = t.record()
+    assert (record.first_audio_sent_at_ms, record.answer_audio_sent_at_ms) == (
+        pytest.approx(300.0), pytest.approx(1500.0)
+    )  # fmt: skip
+    data = json.loads(record.to_json_line())
+    del data["answer_audio_sent_at_ms"]
+    data["schema_version"] = 3
+    old = TurnRecord.from_json_line(json.dumps(data))
+    assert old.answer_audio_sent_at_ms is None and old.first_audio_sent_at_ms == pytest.approx(300)

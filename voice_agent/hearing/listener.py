@@ -8,6 +8,16 @@ listener's async iterator in order: `SpeechStarted`, any `BargeIn` and
 `PartialTranscript`s, a `PausedTranscript` whenever the speculative final decoded at a
 pause is ready while the turn is still open, `SpeechEnded`, then the turn's
 `FinalTranscript` (or `TranscriptionFailed`).
+
+With the semantic end-of-turn rule (`TurnConfig.end_of_turn = "semantic"`) the listener
+asks the shared end-of-turn model (`voice_agent.hearing.endpoint`) about each pause and
+hands the answer to the turn detector; without a model every answer is "unknown" and the
+fixed silence applies. A pause the model calls complete is still judged unfinished when
+its words end mid-sentence (`endpoint.sounds_unfinished`, `TurnConfig.check_words`): the
+speculative final of that pause when it is ready within `words_wait_ms` of the model's
+answer, else the turn's latest partial transcript if it reaches the pause. Waiting for
+the speculative final costs the answer little: that decode is the turn's final
+transcript, which the agent needs before it can answer anyway.
 """
 
 from __future__ import annotations
@@ -19,8 +29,8 @@ from typing import Protocol
 from voice_agent.audio import StreamResampler
 from voice_agent.events import Pcm16
 from voice_agent.hearing.asr import ASR_RATE_HZ, AsrOverloadedError, AudioF32, Decoded
+from voice_agent.hearing.endpoint import WINDOW_S, EndOfTurnModel, sounds_unfinished
 from voice_agent.hearing.events import (
-    BargeIn,
     FinalTranscript,
     HearingEvent,
     PartialTranscript,
@@ -28,9 +38,10 @@ from voice_agent.hearing.events import (
     SpeechEnded,
     SpeechStarted,
     TranscriptionFailed,
+    TurnEvent,
 )
 from voice_agent.hearing.streaming import StreamingConfig, TurnAudio
-from voice_agent.hearing.turns import TurnConfig, TurnDetector
+from voice_agent.hearing.turns import AskEndOfTurn, TurnConfig, TurnDetector
 from voice_agent.hearing.vad import SileroVad, check_rate
 
 
@@ -61,6 +72,7 @@ class Listener:
         turn_config: TurnConfig | None = None,
         streaming_config: StreamingConfig | None = None,
         vad: SileroVad | None = None,
+        end_of_turn: EndOfTurnModel | None = None,
     ) -> None:
         """Raises ValueError when `sample_rate_hz` is below 8000 Hz or not an integer."""
         self._vad = vad or SileroVad(ASR_RATE_HZ)
@@ -70,6 +82,8 @@ class Listener:
         check_rate(sample_rate_hz)
         self._resampler = StreamResampler(sample_rate_hz, ASR_RATE_HZ)
         self._transcriber = transcriber
+        self._end_of_turn = end_of_turn
+        self._questions: set[asyncio.Task[None]] = set()
         self._turns = TurnDetector(turn_config)
         self._audio = TurnAudio(streaming_config)
         self._config = streaming_config or StreamingConfig()
@@ -77,6 +91,7 @@ class Listener:
         self._turn = 0
         self._partial: asyncio.Task[None] | None = None
         self._partial_allowed_ms = 0  # stream time before which no new partial starts
+        self._partial_text: tuple[int, int, str] | None = None  # latest: (turn, end_ms, text)
         self._speculation: _Final | None = None
         self._finals: list[asyncio.Task[None]] = []
         self._decodes: set[asyncio.Task[Decoded | None]] = set()
@@ -100,7 +115,10 @@ class Listener:
             if self._turns.in_speech and frame.probability >= self._turns.config.silence_threshold:
                 self._audio.note_voiced(frame.end_ms - frame.start_ms)
             for event in self._turns.feed(frame.probability, frame.start_ms, frame.end_ms):
-                self._on_turn_event(event)
+                if isinstance(event, AskEndOfTurn):
+                    self._ask_end_of_turn(event)
+                else:
+                    self._on_turn_event(event)
         if self._turns.in_speech:
             self._schedule_decodes()
 
@@ -114,6 +132,8 @@ class Listener:
             self._on_turn_event(event)
         if self._partial is not None:
             self._partial.cancel()
+        for question in self._questions:
+            question.cancel()
         await asyncio.gather(*self._finals, return_exceptions=True)
         for task in self._decodes:  # speculations that were never adopted
             task.cancel()
@@ -125,7 +145,46 @@ class Listener:
 
     # ---------------------------------------------------------------- internals
 
-    def _on_turn_event(self, event: SpeechStarted | SpeechEnded | BargeIn) -> None:
+    def _ask_end_of_turn(self, ask: AskEndOfTurn) -> None:
+        if self._end_of_turn is None:
+            for event in self._turns.verdict(ask.speech_end_ms, None):
+                self._on_turn_event(event)
+            return
+        audio = self._audio.turn_so_far(WINDOW_S * 1000)
+        question = asyncio.ensure_future(self._answer(self._end_of_turn, ask, audio))
+        self._questions.add(question)
+        question.add_done_callback(self._questions.discard)
+
+    async def _answer(self, model: EndOfTurnModel, ask: AskEndOfTurn, audio: AudioF32) -> None:
+        probability = await model.complete_probability(audio)
+        config = self._turns.config
+        complete = probability is not None and probability >= config.complete_threshold
+        if complete and config.check_words and await self._pause_unfinished(ask.speech_end_ms):
+            probability = 0.0
+        if not self._closed:  # a stale answer (the caller went on) is ignored by verdict
+            for event in self._turns.verdict(ask.speech_end_ms, probability):
+                self._on_turn_event(event)
+
+    async def _pause_unfinished(self, speech_end_ms: int) -> bool:
+        """Whether the words heard up to this pause end mid-sentence: the pause's
+        speculative final if it is ready in time, else the latest partial of the turn
+        (False when there are no words)."""
+        turn, text = self._turn, None
+        guess = self._speculation
+        if guess is not None and guess.speech_end_ms == speech_end_ms and guess.task is not None:
+            wait_s = self._turns.config.words_wait_ms / 1000
+            await asyncio.wait({guess.task}, timeout=wait_s)  # never raises for the guess
+            task = guess.task
+            if task.done() and not task.cancelled() and task.exception() is None:
+                decoded = task.result()
+                text = decoded.text if decoded is not None else None
+        if text is None and self._partial_text is not None:
+            partial_turn, partial_end_ms, partial = self._partial_text
+            if partial_turn == turn and partial_end_ms >= speech_end_ms:
+                text = partial  # a partial of this turn that reaches the pause
+        return text is not None and sounds_unfinished(text)
+
+    def _on_turn_event(self, event: TurnEvent) -> None:
         if isinstance(event, SpeechStarted):
             self._turn += 1
             self._speculation = None
@@ -196,6 +255,7 @@ class Listener:
             idle_ms = decoded.compute_ms * self._config.partial_idle_ratio
             self._partial_allowed_ms = self._audio.end_ms + int(idle_ms)
         if decoded is not None and decoded.text and turn == self._turn and self._turns.in_speech:
+            self._partial_text = (turn, end_ms, decoded.text)
             self._queue.put_nowait(PartialTranscript(decoded.text, start_ms, end_ms))
 
     def _finish_turn(self, ended: SpeechEnded) -> asyncio.Task[None]:

@@ -18,6 +18,13 @@ def turn_config(settings: Settings) -> TurnConfig:
         end_of_turn_silence_ms=h.end_of_turn_silence_ms,
         barge_in_ms=h.barge_in_ms,
         barge_in_threshold=h.barge_in_threshold,
+        end_of_turn=h.end_of_turn,
+        complete_silence_ms=h.complete_silence_ms,
+        incomplete_silence_ms=h.incomplete_silence_ms,
+        complete_threshold=h.complete_threshold,
+        reask_ms=h.reask_ms,
+        words_wait_ms=h.words_wait_ms,
+        check_words=h.check_words,
     )
 
 

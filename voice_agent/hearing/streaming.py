@@ -112,6 +112,12 @@ class TurnAudio:
         start = max(self._turn_start_sample(), end - self._config.max_window_ms * _SAMPLES_PER_MS)
         return self._slice(start, end)
 
+    def turn_so_far(self, max_ms: int) -> AudioF32:
+        """The current turn's audio up to the newest sample (its last `max_ms` at most)."""
+        end = self._buffer_start + len(self._buffer)
+        start = max(self._turn_start_sample(), end - max_ms * _SAMPLES_PER_MS)
+        return self._slice(start, end)[2]
+
     def final_audio(self, speech_end_ms: int) -> tuple[int, int, AudioF32]:
         """Audio for the final: the whole turn up to `speech_end_ms` + `tail_pad_ms`."""
         end = (speech_end_ms + self._config.tail_pad_ms) * _SAMPLES_PER_MS

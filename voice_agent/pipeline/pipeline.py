@@ -32,6 +32,7 @@ from voice_agent.clock import Clock, MonotonicClock
 from voice_agent.config import Settings
 from voice_agent.events import Pcm16
 from voice_agent.hearing.asr import AsrWorker
+from voice_agent.hearing.endpoint import SmartTurnModel, TurnModelWorker
 from voice_agent.hearing.listener import Listener
 from voice_agent.hearing.settings import asr_config, streaming_config, turn_config
 from voice_agent.pipeline.session import PipelineSession
@@ -89,6 +90,7 @@ class Pipeline:
         self._hints: CallerHints | None = None
         self._engine: Engine | None = None
         self._asr: AsrWorker | None = None
+        self._end_of_turn: TurnModelWorker | None = None
         self._shop: ShopDb | None = None
         self._phrases: dict[int, PhraseCache] = {}
         self._records_lock = threading.Lock()
@@ -112,6 +114,8 @@ class Pipeline:
         )
         self._engine.start()
         self._asr = await asyncio.to_thread(AsrWorker, asr_config(cfg))
+        if cfg.hearing.end_of_turn == "semantic":
+            self._end_of_turn = TurnModelWorker(await asyncio.to_thread(SmartTurnModel))
         if self._synth is None:
             self._synth = await asyncio.to_thread(default_synthesizer, cfg.models.tts_backend)
         self._shop = await asyncio.to_thread(
@@ -157,6 +161,8 @@ class Pipeline:
             await self._engine.close()
         if self._asr is not None:
             await asyncio.to_thread(self._asr.close)
+        if self._end_of_turn is not None:
+            self._end_of_turn.close()
         if self._shop is not None:
             self._shop.close()
 
@@ -201,7 +207,8 @@ class Pipeline:
         if self._asr is None:
             raise RuntimeError("the pipeline is not started")
         s = self.settings
-        return Listener(self._asr, sample_rate_hz, turn_config(s), streaming_config(s))
+        return Listener(self._asr, sample_rate_hz, turn_config(s), streaming_config(s),
+                        end_of_turn=self._end_of_turn)  # fmt: skip
 
     def phrase_cache(self, rate_hz: int) -> PhraseCache:
         """The fixed phrases at `rate_hz` (one cache per rate, shared by calls)."""

@@ -519,6 +519,8 @@ class PipelineSession:
         sent = [t for u in heard_first if (t := u.first_sent_at_s) is not None]
         if sent:  # the first reply frame, speech or filler
             tracker.mark(Mark.FIRST_AUDIO_SENT, min(sent))
+        if first is not None and first.first_sent_at_s is not None:
+            tracker.mark(Mark.ANSWER_AUDIO_SENT, first.first_sent_at_s)
         record = tracker.record()
         self._p.write_record(record)
         self.turns.append(TurnSummary(number, caller_text, agent_text, reply, tuple(tool_calls),

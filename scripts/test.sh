@@ -9,5 +9,7 @@ ruff check voice_agent engine tools tests scripts
 ruff format --check voice_agent engine tools tests scripts
 echo "== mypy"
 mypy voice_agent engine tools
+echo "== import contracts"
+lint-imports --no-cache
 echo "== pytest"
 pytest -q -p no:cacheprovider "$@"

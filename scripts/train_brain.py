@@ -41,7 +41,6 @@ from scripts.eval_brain import run_ar, run_engine
 from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.brain.augment import StrayWords
 from voice_agent.brain.dialogues import Example as Step
-from voice_agent.brain.dialogues import generate as dialogues
 from voice_agent.brain.dialogues import misfit
 from voice_agent.brain.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError, last_caller
 from voice_agent.brain.heard import HeardLines
@@ -49,6 +48,7 @@ from voice_agent.brain.hints import HINTS_VERSION, CallerHints
 from voice_agent.brain.independent import CaseError, read_cases
 from voice_agent.brain.independent_examples import first_line_examples
 from voice_agent.brain.phrasing import Split
+from voice_agent.brain.scenarios import generate as dialogues
 
 TRAIN_SEED, EVAL_SEED = 1, 2
 WINDOW = 256

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from voice_agent.audio import ASR_RATE_HZ, FRAME_MS, PHONE_RATE_HZ, resample
+from voice_agent.brain.phrases import phrases
 from voice_agent.clock import MonotonicClock
 from voice_agent.config import Settings
 from voice_agent.demo import call_report
@@ -122,7 +123,7 @@ async def _started(settings: Settings, out_rate_hz: int) -> AsyncIterator[Pipeli
     print("voice-agent: loading the models...", file=sys.stderr, flush=True)
     async with Pipeline(settings) as pipeline:
         # The filler plays at a turn's deadline: it must not wait on synthesis then.
-        await pipeline.phrase_cache(out_rate_hz).warm_async()
+        await pipeline.phrase_cache(out_rate_hz).warm_async(phrases().all())
         yield pipeline
 
 

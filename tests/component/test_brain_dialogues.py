@@ -17,11 +17,12 @@ from scripts import make_dialogues
 from tools.bike_shop.results import ToolErrorKind
 from tools.bike_shop.schemas import ARGUMENT_MODELS, DAY_SAID_AS
 from voice_agent.brain import callers, lexicon, lines
-from voice_agent.brain.dialogues import Dialogue, Intent, fits, generate
+from voice_agent.brain.dialogues import Dialogue, Intent, fits
 from voice_agent.brain.format import AgentCall, AgentSay, CallerTurn, ToolResultTurn
 from voice_agent.brain.grounding import ungrounded
 from voice_agent.brain.phrases import phrases
 from voice_agent.brain.phrasing import Pool, Split
+from voice_agent.brain.scenarios import generate
 
 TRAIN_DIALOGUES, HELDOUT_DIALOGUES = 400, 120
 UNREACHABLE_ERRORS = {ToolErrorKind.INVALID_ARGUMENTS, ToolErrorKind.UNKNOWN_TOOL,

@@ -246,7 +246,7 @@ def test_fixed_phrases_are_synthesized_once(espeak: EspeakSynthesizer) -> None:
     synth = Counting(espeak)
     cache = PhraseCache(synth, PHONE_HZ)
     assert cache.get(phrases().one_moment) is None
-    cache.warm()
+    cache.warm(phrases().all())
     assert sorted(synth.texts) == sorted(phrases().all())
     assert len(cache) == len(phrases().all())
     for text in phrases().all():
@@ -254,7 +254,7 @@ def test_fixed_phrases_are_synthesized_once(espeak: EspeakSynthesizer) -> None:
         assert audio is not None and text in cache
         assert len(audio) % FRAME == 0 and not audio.flags.writeable
         check_speech(audio, PHONE_HZ, 0.5, 8.0)
-    cache.warm()
+    cache.warm(phrases().all())
     assert cache.get(phrases().say_again) is cache.get(phrases().say_again)
     assert len(synth.texts) == len(phrases().all())  # nothing synthesized again
     assert cache.key(SHORT) == (SHORT, "espeak:en-us", PHONE_HZ)

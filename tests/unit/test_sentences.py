@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools.bike_shop.speakable import number_words, say_digits, say_price
+from voice_agent.speech.say import number_words, say_digits, say_price
 from voice_agent.speech.sentences import SentenceSplitter, is_speakable, speakable
 
 REPLY = (

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import time
 from enum import Enum
 
+from voice_agent.speech.say import WEEKDAYS as WEEKDAYS  # the shop's week: re-exported
+
 
 @dataclass(frozen=True, slots=True)
 class ServiceInfo:
@@ -30,8 +32,6 @@ SERVICES = (
     ServiceInfo("e-bike check", 60, 2, 5000),
 )
 
-WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-"""Index = `date.weekday()`."""
 
 OPENING_HOURS: dict[str, tuple[time, time] | None] = {
     "monday": (time(9), time(18)),

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from tools.bike_shop import schemas, store, workshop
 from tools.bike_shop.db import ShopContext
 from tools.bike_shop.results import CallAction, Handoff, ToolError, ToolErrorKind, ToolResult
-from tools.bike_shop.speakable import say_list
+from voice_agent.speech.say import say_list
 
 A = TypeVar("A", bound=BaseModel)
 

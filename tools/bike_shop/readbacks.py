@@ -8,8 +8,8 @@ the engine places, and every value spoken is one the caller said.
 from __future__ import annotations
 
 from engine.readback import SayTemplate, Spoken
-from tools.bike_shop.speakable import say_time
 from tools.bike_shop.timewords import parse_slot
+from voice_agent.speech.say import say_time
 
 RELATIVE_DAYS = ("today", "tomorrow")
 

@@ -24,7 +24,7 @@ from tools.bike_shop.results import (
     ToolErrorKind,
 )
 from tools.bike_shop.schemas import OrderStatus, ReserveProduct, SearchProducts
-from tools.bike_shop.speakable import (
+from voice_agent.speech.say import (
     say_count,
     say_day,
     say_digits,

@@ -24,7 +24,14 @@ from tools.bike_shop.results import (
     ToolErrorKind,
 )
 from tools.bike_shop.schemas import BookService, CancelBooking, CheckAvailability, OpeningHours
-from tools.bike_shop.speakable import (
+from tools.bike_shop.timewords import (
+    DAYS_PER_WEEK,
+    MINUTES_PER_HOUR,
+    parse_slot,
+    resolve_day,
+    slot_text,
+)
+from voice_agent.speech.say import (
     number_words,
     say_day,
     say_hour_span,
@@ -32,13 +39,6 @@ from tools.bike_shop.speakable import (
     say_on_day,
     say_price,
     say_time,
-)
-from tools.bike_shop.timewords import (
-    DAYS_PER_WEEK,
-    MINUTES_PER_HOUR,
-    parse_slot,
-    resolve_day,
-    slot_text,
 )
 
 TIMES_TO_OFFER = 3

@@ -57,7 +57,6 @@ from voice_agent.agent.reply import (
     ReplyKind,
     ToolOutcome,
 )
-from voice_agent.agent.spoken import spoken_digits
 from voice_agent.agent.streaming import SayStreamer, TextHook
 from voice_agent.agent.tools import RunTool, ToolRun, ToolRunner
 from voice_agent.brain.format import (
@@ -74,6 +73,7 @@ from voice_agent.brain.format import (
 )
 from voice_agent.brain.hints import CallerHints
 from voice_agent.brain.phrases import Phrases, phrases
+from voice_agent.brain.spoken import spoken_digits
 from voice_agent.clock import Clock, MonotonicClock
 from voice_agent.latency import TurnTracker
 from voice_agent.turn_record import EffortLevel, Mark

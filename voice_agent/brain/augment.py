@@ -25,11 +25,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from engine.names import common_words
-from tools.bike_shop import speakable
 from voice_agent.brain import lexicon
 from voice_agent.brain.dialogues import Example
 from voice_agent.brain.format import CallerTurn, last_caller
 from voice_agent.brain.phrasing import CAPITALIZED
+from voice_agent.speech import say
 
 MIN_LETTERS, MAX_LETTERS = 3, 8
 """Stray words are plain lower-case words of this length (rare long words are unlike
@@ -67,9 +67,9 @@ def simulator_words(examples: Iterable[Example] = ()) -> set[str]:
             if path.is_file() and path.suffix in (".py", ".txt", ".md", ".json", ".toml"):
                 words.update(_WORD.findall(path.read_text(encoding="utf-8").lower()))
     for n in range(1001):
-        words.update(speakable.number_words(n).split())
+        words.update(say.number_words(n).split())
     for n in range(1, 32):
-        words.update(speakable.ordinal_words(n).split())
+        words.update(say.ordinal_words(n).split())
     for ex in examples:
         words.update(_WORD.findall((ex.prompt() + ex.answer().full_text).lower()))
     return words

@@ -8,7 +8,7 @@ ASR-style lines built from frames and values of the dialogue's split (`callers`,
 Every agent action is one training `Example`: the history before it, an effort level,
 the reasoning that effort allows, and the action.
 
-    for dialogue in generate(seed=1, count=100, split=Split.TRAIN):
+    for dialogue in scenarios.generate(seed=1, count=100, split=Split.TRAIN):
         for ex in dialogue.examples:
             prompt, target = ex.prompt(tok), ex.answer().answer_ids(tok, grammar)
 """
@@ -16,10 +16,8 @@ the reasoning that effort allows, and the action.
 from __future__ import annotations
 
 import random
-import tempfile
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -27,7 +25,7 @@ from typing import Any
 from engine.constraints import CallGrammar
 from engine.schedule import Effort
 from engine.tokenizer import TextTokenizer
-from tools.bike_shop.db import ShopContext, ShopDb
+from tools.bike_shop.db import ShopContext
 from tools.bike_shop.pack import call_tool
 from tools.bike_shop.results import ToolError, ToolResult
 from tools.bike_shop.schemas import ARGUMENT_MODELS
@@ -271,36 +269,6 @@ class Sim:
             self.dialogue_id, self.split, now, tuple(self.intents), tuple(self.turns),
             tuple(self.examples), tuple(self.templates), tuple(self.values),
         )  # fmt: skip
-
-
-def _now(rng: random.Random) -> datetime:
-    day = FIRST_DAY + timedelta(days=rng.randrange(DAYS_SPANNED))
-    minute = rng.randrange(OPEN_MINUTES[0], OPEN_MINUTES[1], CLOCK_STEP_MIN)
-    return datetime.combine(day, datetime.min.time()) + timedelta(minutes=minute)
-
-
-def _clock(now: datetime) -> Callable[[], datetime]:
-    return lambda: now
-
-
-def generate(seed: int, count: int, split: Split) -> Iterator[Dialogue]:
-    """`count` dialogues of `split`, lazily; the same seed gives the same dialogues.
-    Each runs on its own seeded SQLite file in a temporary directory (removed after)."""
-    from voice_agent.brain.scenarios import play_call  # scenarios build on Sim
-
-    scratch = FAST_SCRATCH if FAST_SCRATCH.is_dir() else None
-    with tempfile.TemporaryDirectory(prefix="dialogues-", dir=scratch) as tmp:
-        for index in range(count):
-            rng = random.Random(f"{seed}:{split.value}:{index}")
-            now = _now(rng)
-            db = ShopDb.open(Path(tmp) / f"{index}.sqlite", now.date())
-            try:
-                sim = Sim(rng, split, ShopContext(db, _clock(now)), f"{split.value}-{seed}-{index}")
-                play_call(sim)
-                yield sim.dialogue(now)
-            finally:
-                db.close()
-                (Path(tmp) / f"{index}.sqlite").unlink(missing_ok=True)
 
 
 class Misfit(Enum):

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from tools.bike_shop.speakable import number_words, ordinal_words
+from voice_agent.speech.say import number_words, ordinal_words
 
 MAX_DAY_OF_MONTH = 31
 MAX_WORD_NUMBER = 99

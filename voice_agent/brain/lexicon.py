@@ -12,9 +12,9 @@ from datetime import time
 
 from tools.bike_shop.catalogue import PRODUCTS
 from tools.bike_shop.schemas import ORDER_NUMBER_DIGITS
-from tools.bike_shop.speakable import number_words
 from tools.bike_shop.timewords import HOURS_PER_HALF_DAY, parse_slot
 from voice_agent.brain.phrasing import Pool, Split, pool
+from voice_agent.speech.say import number_words
 
 FIRST_NAMES = pool(
     "maria|tom|sam|lena|ken|alice|ben|carla|dev|erin|farid|grace|hugo|ines|jonas|kim|marco|"

@@ -4,7 +4,7 @@ except for values the caller said or a tool returned (prompts/system.md)."""
 from __future__ import annotations
 
 from tools.bike_shop.readbacks import CONFIRM_BOOKING, CONFIRM_CANCEL
-from tools.bike_shop.speakable import say_count, say_digits
+from voice_agent.speech.say import say_count, say_digits
 
 ASK_SERVICE = "Sure, what does the bike need?"
 ASK_DAY = "Sure, what day suits you?"

@@ -4,11 +4,27 @@ a hang-up, or a hand-off. The request scripts live in `workshop_calls` and
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import random
+import tempfile
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
 
+from tools.bike_shop.db import ShopContext, ShopDb
 from voice_agent.brain import callers, counter_calls, lines, workshop_calls
-from voice_agent.brain.dialogues import Intent, Sim, Thought
+from voice_agent.brain.dialogues import (
+    CLOCK_STEP_MIN,
+    DAYS_SPANNED,
+    FAST_SCRATCH,
+    FIRST_DAY,
+    OPEN_MINUTES,
+    Dialogue,
+    Intent,
+    Sim,
+    Thought,
+)
 from voice_agent.brain.phrases import phrases
+from voice_agent.brain.phrasing import Split
 
 MAX_REQUESTS = 3
 LEAD_IN_CHANCE = 0.15
@@ -95,3 +111,34 @@ def play_call(s: Sim) -> None:
                                                                     "that's all."))  # fmt: skip
     s.say_caller(callers.DONE if s.rng.random() < 0.85 else callers.HANG_UP)
     _goodbye(s)
+
+
+# ---------------------------------------------------------------- whole data sets
+
+
+def _now(rng: random.Random) -> datetime:
+    day = FIRST_DAY + timedelta(days=rng.randrange(DAYS_SPANNED))
+    minute = rng.randrange(OPEN_MINUTES[0], OPEN_MINUTES[1], CLOCK_STEP_MIN)
+    return datetime.combine(day, datetime.min.time()) + timedelta(minutes=minute)
+
+
+def _clock(now: datetime) -> Callable[[], datetime]:
+    return lambda: now
+
+
+def generate(seed: int, count: int, split: Split) -> Iterator[Dialogue]:
+    """`count` dialogues of `split`, lazily; the same seed gives the same dialogues.
+    Each runs on its own seeded SQLite file in a temporary directory (removed after)."""
+    scratch = FAST_SCRATCH if FAST_SCRATCH.is_dir() else None
+    with tempfile.TemporaryDirectory(prefix="dialogues-", dir=scratch) as tmp:
+        for index in range(count):
+            rng = random.Random(f"{seed}:{split.value}:{index}")
+            now = _now(rng)
+            db = ShopDb.open(Path(tmp) / f"{index}.sqlite", now.date())
+            try:
+                sim = Sim(rng, split, ShopContext(db, _clock(now)), f"{split.value}-{seed}-{index}")
+                play_call(sim)
+                yield sim.dialogue(now)
+            finally:
+                db.close()
+                (Path(tmp) / f"{index}.sqlite").unlink(missing_ok=True)

@@ -28,6 +28,7 @@ from voice_agent.agent import Agent, AgentConfig, prompt_budget
 from voice_agent.agent.tools import RunTool
 from voice_agent.audio import PHONE_RATE_HZ
 from voice_agent.brain.hints import CallerHints, for_card
+from voice_agent.brain.phrases import phrases
 from voice_agent.clock import Clock, MonotonicClock
 from voice_agent.config import Settings
 from voice_agent.events import Pcm16
@@ -121,7 +122,7 @@ class Pipeline:
         self._shop = await asyncio.to_thread(
             ShopDb.open, cfg.pipeline.shop_db, self._shop_now().date()
         )
-        await self.phrase_cache(PHONE_RATE_HZ).warm_async()
+        await self.phrase_cache(PHONE_RATE_HZ).warm_async(phrases().all())
         await self._start_telemetry()
         budget = prompt_budget(self._checkpoint.card)
         log.info("pipeline ready: brain %s (prompts up to %d tokens), voice %s",

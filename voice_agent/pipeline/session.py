@@ -24,12 +24,15 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from engine.batching import Engine
 from voice_agent.agent import Agent, AgentReply, Draft, TextChannel, ToolCallRecord, same_words
 from voice_agent.audio import FRAME_MS
+from voice_agent.clock import Clock
+from voice_agent.config import Settings
 from voice_agent.degrade import TranscriptChoice
-from voice_agent.events import AudioReceived, CallStarted, CallStopped, DtmfReceived
+from voice_agent.events import AudioReceived, CallStarted, CallStopped, DtmfReceived, Pcm16
 from voice_agent.hearing.events import (
     BargeIn,
     FinalTranscript,
@@ -43,12 +46,36 @@ from voice_agent.hearing.events import (
 from voice_agent.hearing.listener import Listener
 from voice_agent.latency import TurnTracker
 from voice_agent.pipeline.voice import AgentVoice
+from voice_agent.speech import PhraseCache, Synthesizer
 from voice_agent.transports.call import Inbound, caller_identity
 from voice_agent.transports.player import AudioPlayer, Utterance
-from voice_agent.turn_record import Mark, Stage, TurnRecord
+from voice_agent.turn_record import Budgets, Mark, Stage, TurnRecord
+from voice_agent.turn_record import ToolCallRecord as TimedToolCall
 
-if TYPE_CHECKING:
-    from voice_agent.pipeline.pipeline import Pipeline
+
+class CallServices(Protocol):
+    """What a call's session uses from the process (`Pipeline` in production): the
+    session takes it rather than importing the pipeline."""
+
+    settings: Settings
+    clock: Clock
+    budgets: Budgets
+
+    @property
+    def engine(self) -> Engine: ...
+    @property
+    def synthesizer(self) -> Synthesizer: ...
+    @property
+    def active_calls(self) -> int: ...
+    def new_agent(self) -> Agent: ...
+    def new_listener(self, sample_rate_hz: int) -> Listener: ...
+    def phrase_cache(self, rate_hz: int) -> PhraseCache: ...
+    async def phrase(self, text: str, rate_hz: int) -> Pcm16: ...
+    def call_started(self, call_id: str) -> None: ...
+    def call_ended(self, call_id: str, turns: int) -> None: ...
+    def tool_called(self, call_id: str, turn: int, call: TimedToolCall) -> None: ...
+    def write_record(self, record: TurnRecord) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +111,7 @@ class TurnSummary:
 class PipelineSession:
     """One call (implements `transports.call.CallSession`)."""
 
-    def __init__(self, pipeline: Pipeline) -> None:
+    def __init__(self, pipeline: CallServices) -> None:
         self._p = pipeline
         self._clock = pipeline.clock
         self._agent = pipeline.new_agent()

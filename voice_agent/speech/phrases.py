@@ -1,7 +1,8 @@
 """Fixed phrases, synthesized once at start so they play instantly.
 
 The agent says some things word for word (`prompts/phrases.toml`: the greeting, "one
-moment please", the repeat request). `PhraseCache.warm` synthesizes them at start; `get`
+moment please", the repeat request). `PhraseCache.warm` synthesizes the phrases it is
+given (the pipeline passes those) at start; `get`
 then returns the audio without touching the synthesizer. Entries are keyed by the text,
 the synthesizer's voice and the output rate, so one cache may serve several voices and
 transports.
@@ -16,7 +17,6 @@ from collections.abc import Iterable
 import numpy as np
 
 from voice_agent.audio import FRAME_MS, resample, samples_per_frame
-from voice_agent.brain.phrases import phrases
 from voice_agent.events import Pcm16
 from voice_agent.speech.sentences import speakable
 from voice_agent.speech.tts import Synthesizer
@@ -68,11 +68,11 @@ class PhraseCache:
         with self._lock:
             return self._audio.setdefault(key, samples)
 
-    def warm(self, texts: Iterable[str] | None = None) -> None:
-        """Synthesize `texts` (default: every phrase in prompts/phrases.toml); blocks."""
-        for text in phrases().all() if texts is None else texts:
+    def warm(self, texts: Iterable[str]) -> None:
+        """Synthesize `texts` now (blocks)."""
+        for text in texts:
             self.synthesize(text)
 
-    async def warm_async(self, texts: Iterable[str] | None = None) -> None:
+    async def warm_async(self, texts: Iterable[str]) -> None:
         """`warm` in a worker thread, for use at server start."""
-        await asyncio.to_thread(self.warm, None if texts is None else list(texts))
+        await asyncio.to_thread(self.warm, list(texts))

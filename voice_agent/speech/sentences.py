@@ -12,7 +12,7 @@ waits through) is cut at its last clause break (", ", "; ", ": ") within the lim
 at the first one after it. The cuts depend only on the text, never on how it was chunked.
 
 `speakable` rewrites what a synthesizer would misread into words as a person says them on
-the phone, with the tool pack's `tools.bike_shop.speakable` functions: "$12.50" → "twelve
+the phone, with `voice_agent.speech.say`: "$12.50" → "twelve
 dollars fifty", "14:30" → "half past two", "order 40213" → "order four zero two one
 three", "21st" → "twenty-first", "2.5" → "two point five", "1,299" → "one thousand two
 hundred ninety-nine".
@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from datetime import time
 
-from tools.bike_shop.speakable import (
+from voice_agent.speech.say import (
     CENTS_PER_DOLLAR,
     HOURS_PER_HALF_DAY,
     MAX_SPOKEN,

@@ -6,7 +6,7 @@ from datetime import date, time
 
 import pytest
 
-from tools.bike_shop.speakable import (
+from voice_agent.speech.say import (
     number_words,
     ordinal_words,
     say_count,

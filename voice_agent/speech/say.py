@@ -1,4 +1,6 @@
-"""Numbers, times, prices and dates as a person says them on the phone. Pure functions.
+"""Numbers, times, prices and dates as a person says them on the phone, in English. Pure
+functions, shared by the sentence normalizer (`speech.sentences.speakable`), tool packs'
+result lines and the brain's training data.
 
 Replies go to a speech synthesizer and must be unambiguous by ear: "half past two", not
 "14:30"; "twelve dollars fifty", not "$12.50"; an order number digit by digit.
@@ -8,11 +10,11 @@ from __future__ import annotations
 
 from datetime import date, time
 
-from tools.bike_shop.catalogue import WEEKDAYS
-
 CENTS_PER_DOLLAR = 100
 HOURS_PER_HALF_DAY = 12
 MAX_SPOKEN = 999_999
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+"""Index = `date.weekday()`."""
 
 _ONES = (
     "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",

@@ -2,12 +2,12 @@
 
     .venv/bin/python scripts/bench_tts.py --json out/bench_tts.json
 
-For Piper's joe voice and espeak-ng, on a short reply (one sentence) and a long one (a
-long first sentence, then more): the synthesizer's time for the whole text, its real-time
-factor (synthesis time / audio duration), and `speak()`'s time to the first 8 kHz chunk
-(what the caller waits for; the splitter cuts a long first sentence at a clause break).
-Medians of `--repeats` runs after one warm-up. The machine's load is recorded: timings on
-a shared 2-core CPU are noisy.
+For Piper's joe voice, hibari's heart voice and espeak-ng, on a short reply (one
+sentence) and a long one (a long first sentence, then more): the synthesizer's time for
+the whole text, its real-time factor (synthesis time / audio duration), and `speak()`'s
+time to the first 8 kHz chunk (what the caller waits for; the splitter cuts a long first
+sentence at a clause break). Medians of `--repeats` runs after one warm-up. The
+machine's load is recorded: timings on a shared 2-core CPU are noisy.
 """
 
 from __future__ import annotations
@@ -26,7 +26,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from voice_agent.audio import PHONE_RATE_HZ
 from voice_agent.speech.stream import speak
-from voice_agent.speech.tts import EspeakSynthesizer, PiperSynthesizer, Synthesizer
+from voice_agent.speech.tts import (
+    EspeakSynthesizer,
+    HibariSynthesizer,
+    PiperSynthesizer,
+    Synthesizer,
+)
 
 REPLIES = {
     "short": "Sure, I can book that for you.",
@@ -74,14 +79,25 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     piper = PiperSynthesizer()
+    loaded = time.perf_counter()
+    hibari = HibariSynthesizer()
     results: dict[str, Any] = {
         "load_avg_1m": os.getloadavg()[0],
-        "piper_load_ms": round((time.perf_counter() - start) * _MS_PER_S, 1),
+        "piper_load_ms": round((loaded - start) * _MS_PER_S, 1),
+        "hibari_load_ms": round((time.perf_counter() - loaded) * _MS_PER_S, 1),
     }
-    for synth in (piper, EspeakSynthesizer()):
+    for synth in (piper, hibari, EspeakSynthesizer()):
         results[synth.voice] = {
             name: measure(synth, text, args.repeats) for name, text in REPLIES.items()
         }
+    results["hibari_vs_piper_first_chunk"] = {
+        name: round(
+            results[hibari.voice][name]["first_chunk_ms"]
+            / results[piper.voice][name]["first_chunk_ms"],
+            2,
+        )
+        for name in REPLIES
+    }
     text = json.dumps(results, indent=2)
     print(text)
     if args.json:

@@ -108,7 +108,7 @@ class ModelSettings(_Section):
     asr_model: Literal["tiny.en", "base"] = "tiny.en"
     device: Literal["cpu", "cuda"] = "cpu"
     tts_voice: str = "en_US-joe-medium"
-    tts_backend: Literal["piper", "espeak"] = "piper"
+    tts_backend: Literal["hibari", "piper", "espeak"] = "hibari"
     llm: str = Field("embedded", description="`embedded` or a local checkpoint directory")
 
 
@@ -189,6 +189,12 @@ class PipelineSettings(_Section):
         0.5, ge=0, le=1, description="answers less sure than this get the repeat request"
     )
     engine_max_batch: int = Field(8, ge=1, description="engine requests decoded together")
+    tts_slots: int = Field(
+        0,
+        ge=0,
+        description="reply syntheses at once across calls (0: one per two cores); "
+        "waiting first sentences go before later ones",
+    )
     preemptive: bool = Field(
         True,
         description="decode a draft answer when the caller pauses, before the end of the "

@@ -17,11 +17,13 @@ import pytest
 from voice_agent.audio import rms_dbfs
 from voice_agent.brain.phrases import phrases
 from voice_agent.events import Pcm16
+from voice_agent.speech.gate import SynthesisGate
 from voice_agent.speech.phrases import PhraseCache
 from voice_agent.speech.stream import WORKER_THREAD_PREFIX, SpeechChunk, speak, speak_chunks
 from voice_agent.speech.tts import (
     CoquiSynthesizer,
     EspeakSynthesizer,
+    HibariSynthesizer,
     PiperSynthesizer,
     Synthesizer,
     TtsUnavailable,
@@ -123,6 +125,14 @@ def test_espeak_speaks(espeak: EspeakSynthesizer) -> None:
     check_speech(espeak.synthesize(SHORT), espeak.sample_rate_hz, 0.6, 3.0)
     # On stdin, a leading dash is text, not an option.
     check_speech(espeak.synthesize("-v is not an option"), espeak.sample_rate_hz, 0.5, 4.0)
+
+
+@pytest.mark.integration
+def test_hibari_heart_voice_speaks_from_the_wheel_alone() -> None:
+    hibari = HibariSynthesizer()
+    assert hibari.voice == "hibari:heart" and hibari.sample_rate_hz == 24000
+    check_speech(hibari.synthesize(SHORT), hibari.sample_rate_hz, 0.5, 3.0)
+    assert len(hibari.synthesize(" ")) == 0
 
 
 # ---------------------------------------------------------------- streaming
@@ -326,3 +336,31 @@ def test_streamed_wav_parsing_rejects_garbage() -> None:
     header = b"RIFF\xff\xff\xff\x7fWAVE"
     with pytest.raises(ValueError, match="no data chunk"):
         parse_streamed_wav(header)
+
+
+@pytest.mark.integration
+def test_piper_syntheses_in_two_threads_overlap_and_both_speak(piper: PiperSynthesizer) -> None:
+    text = "Your tune-up is booked for Thursday at half past two."
+    alone = piper.synthesize(text)
+    results: list[np.ndarray] = []
+    threads = [threading.Thread(target=lambda: results.append(piper.synthesize(text)))
+               for _ in range(2)]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(results) == 2
+    for samples in results:  # Piper draws its prosody noise at random: lengths vary a little
+        assert samples.dtype == np.int16 and abs(len(samples) - len(alone)) < 0.25 * len(alone)
+        assert np.abs(samples.astype(np.int32)).max() > 20000  # peak-normalized speech
+
+
+async def test_speech_through_a_gate_is_the_same_speech(espeak: EspeakSynthesizer) -> None:
+    gate = SynthesisGate(slots=1)
+
+    async def words() -> AsyncIterator[str]:
+        yield "Hello there. How can I help?"
+
+    chunks = [c async for c in speak_chunks(words(), espeak, 8000, gate=gate)]
+    assert {c.sentence_index for c in chunks} == {0, 1}
+    assert gate.stats.held == 2

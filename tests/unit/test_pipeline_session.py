@@ -87,7 +87,8 @@ class HeldEngine:
 
 
 class FakePipeline:
-    """What a session uses of `Pipeline`, with the engine and TTS doubles above."""
+    """What a session uses of `Pipeline` (`CallServices`), with the engine and TTS doubles
+    above."""
 
     def __init__(self, tok: TextTokenizer, shop: ShopContext, engine: Any) -> None:
         self.clock = FakeClock()
@@ -96,6 +97,7 @@ class FakePipeline:
         self.engine = engine
         engine.queue_depth = 0
         self.synthesizer = ToneSynth()
+        self.synthesis_gate = None
         self.records: list[TurnRecord] = []
         self.call_events: list[tuple[str, str]] = []
         self._tok, self._shop = tok, shop

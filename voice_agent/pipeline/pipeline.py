@@ -37,7 +37,7 @@ from voice_agent.hearing.endpoint import SmartTurnModel, TurnModelWorker
 from voice_agent.hearing.listener import Listener
 from voice_agent.hearing.settings import asr_config, streaming_config, turn_config
 from voice_agent.pipeline.session import PipelineSession
-from voice_agent.speech import PhraseCache, Synthesizer, default_synthesizer
+from voice_agent.speech import PhraseCache, SynthesisGate, Synthesizer, default_synthesizer
 from voice_agent.telemetry import CallTelemetry, NodeState
 from voice_agent.telemetry.topics import status
 from voice_agent.turn_record import Budgets, ToolCallRecord, TurnRecord, append_jsonl
@@ -77,12 +77,15 @@ class Pipeline:
         shop_now: Callable[[], datetime] = datetime.now,
         run_tool: RunTool = call_tool,
     ) -> None:
-        """`synthesizer` defaults to `[models] tts_backend` (Piper, else espeak-ng);
+        """`synthesizer` defaults to `[models] tts_backend` (hibari, else espeak-ng);
         `shop_now` is the shop's wall clock (tools resolve "tomorrow" with it);
         `run_tool` runs the tool pack's tools (tests pass a failing or hanging one)."""
         self.settings = settings
         self.clock = clock or MonotonicClock()
         self.budgets = Budgets.from_settings(settings.budgets)
+        slots = settings.pipeline.tts_slots or None
+        self.synthesis_gate: SynthesisGate | None = SynthesisGate(slots)
+        """Orders every call's reply syntheses: first sentences first."""
         self.checkpoint_path = resolve_checkpoint(settings.models.llm)
         self._synth = synthesizer
         self._shop_now = shop_now

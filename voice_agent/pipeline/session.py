@@ -46,7 +46,7 @@ from voice_agent.hearing.events import (
 from voice_agent.hearing.listener import Listener
 from voice_agent.latency import TurnTracker
 from voice_agent.pipeline.voice import AgentVoice
-from voice_agent.speech import PhraseCache, Synthesizer
+from voice_agent.speech import PhraseCache, SynthesisGate, Synthesizer
 from voice_agent.transports.call import Inbound, caller_identity
 from voice_agent.transports.player import AudioPlayer, Utterance
 from voice_agent.turn_record import Budgets, Mark, Stage, TurnRecord
@@ -60,6 +60,7 @@ class CallServices(Protocol):
     settings: Settings
     clock: Clock
     budgets: Budgets
+    synthesis_gate: SynthesisGate | None
 
     @property
     def engine(self) -> Engine: ...
@@ -154,7 +155,8 @@ class PipelineSession:
     def _attach(self, player: AudioPlayer) -> None:
         rate = player.wire_rate_hz
         self._voice = AgentVoice(player, self._p.synthesizer, self._p.phrase_cache(rate),
-                                 self._p.phrase, self._clock)  # fmt: skip
+                                 self._p.phrase, self._clock,
+                                 gate=self._p.synthesis_gate)  # fmt: skip
 
     async def run(self, call: CallStarted, inbound: Inbound, player: AudioPlayer) -> None:
         """Greet, then converse until the caller hangs up or the agent ends the call."""

@@ -18,7 +18,7 @@ from voice_agent.clock import Clock
 from voice_agent.events import Pcm16
 from voice_agent.latency import TurnTracker
 from voice_agent.pipeline.heard import SpokenPiece, heard_text
-from voice_agent.speech import PhraseCache, SpeechChunk, Synthesizer, speak_chunks
+from voice_agent.speech import PhraseCache, SpeechChunk, SynthesisGate, Synthesizer, speak_chunks
 from voice_agent.transports.player import AudioPlayer, PlayerClosed, Utterance
 from voice_agent.turn_record import Mark
 
@@ -39,9 +39,11 @@ class AgentVoice:
         cache: PhraseCache,
         phrase: PhraseAudio,
         clock: Clock,
+        gate: SynthesisGate | None = None,
     ) -> None:
         """`cache` holds the fixed phrases at the player's wire rate; `clock` is the
-        turn trackers' clock."""
+        turn trackers' clock; `gate`, shared by the calls, orders their syntheses."""
+        self._gate = gate
         self.player = player
         self._clock = clock
         self._synth = synth
@@ -90,7 +92,8 @@ class AgentVoice:
             rest = pieces
         offset = len(self.line)
         chunks = cast(  # an async generator: closing it stops the synthesis thread
-            AsyncGenerator[SpeechChunk, None], speak_chunks(rest, self._synth, rate)
+            AsyncGenerator[SpeechChunk, None],
+            speak_chunks(rest, self._synth, rate, gate=self._gate),
         )
         try:
             async for chunk in chunks:

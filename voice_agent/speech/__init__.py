@@ -5,12 +5,14 @@
 holds the fixed phrases, synthesized at start.
 """
 
+from voice_agent.speech.gate import SynthesisGate
 from voice_agent.speech.phrases import PhraseCache
 from voice_agent.speech.sentences import SentenceSplitter, speakable
 from voice_agent.speech.stream import SpeechChunk, speak, speak_chunks
 from voice_agent.speech.tts import (
     CoquiSynthesizer,
     EspeakSynthesizer,
+    HibariSynthesizer,
     PiperSynthesizer,
     Synthesizer,
     TtsUnavailable,
@@ -20,10 +22,12 @@ from voice_agent.speech.tts import (
 __all__ = [
     "CoquiSynthesizer",
     "EspeakSynthesizer",
+    "HibariSynthesizer",
     "PhraseCache",
     "PiperSynthesizer",
     "SentenceSplitter",
     "SpeechChunk",
+    "SynthesisGate",
     "Synthesizer",
     "TtsUnavailable",
     "default_synthesizer",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Final
@@ -27,6 +28,7 @@ import numpy as np
 
 from voice_agent.audio import FRAME_MS, Framer, resample, samples_per_frame
 from voice_agent.events import Pcm16
+from voice_agent.speech.gate import SynthesisGate
 from voice_agent.speech.sentences import SentenceSplitter, is_speakable, speakable
 from voice_agent.speech.tts import Synthesizer
 
@@ -77,6 +79,7 @@ async def speak_chunks(
     splitter: SentenceSplitter | None = None,
     normalize: Callable[[str], str] = speakable,
     trim_leading_silence: bool = True,
+    gate: SynthesisGate | None = None,
 ) -> AsyncIterator[SpeechChunk]:
     """Synthesize `text_chunks` sentence by sentence; yields audio as each is ready.
 
@@ -84,7 +87,8 @@ async def speak_chunks(
     `trim_leading_silence`, the synthesizer's silent lead-in before the first sentence
     is cut, so the first frame sent is speech. An exception from `text_chunks` or the
     synthesizer is raised from the iteration (after the audio before it). Close the
-    iterator to stop early; see the module docstring for what is cleaned up.
+    iterator to stop early; see the module docstring for what is cleaned up. A `gate`
+    shared by the process's calls orders their syntheses (first sentences first).
     """
     frame = samples_per_frame(out_rate_hz, FRAME_MS)
     if chunk_ms <= 0 or chunk_ms % FRAME_MS:
@@ -107,8 +111,9 @@ async def speak_chunks(
         else:
             sentences.put_nowait(_END)
 
-    def render(sentence: str, trim: bool) -> Pcm16:  # in the worker thread
-        samples = synth.synthesize(normalize(sentence))
+    def render(sentence: str, trim: bool, first: bool) -> Pcm16:  # in the worker thread
+        with gate.hold(first) if gate is not None else contextlib.nullcontext():
+            samples = synth.synthesize(normalize(sentence))
         if trim:
             samples = _trim_leading_silence(samples)
         return resample(samples, synth.sample_rate_hz, out_rate_hz)
@@ -122,7 +127,7 @@ async def speak_chunks(
                 continue
             spoken = sentence
             trim = trim_leading_silence and not started
-            samples = await loop.run_in_executor(executor, render, sentence, trim)
+            samples = await loop.run_in_executor(executor, render, sentence, trim, index == 0)
             started = started or len(samples) > 0
             frames = framer.push(samples)
             _put_pieces(audio, frames, max_samples, index, sentence, out_rate_hz)

@@ -32,7 +32,7 @@ ESPEAK_DEFAULT_VOICE = "en-us"
 ESPEAK_TIMEOUT_S = 10.0
 """Longest one espeak-ng call may take; a sentence takes milliseconds."""
 
-Backend = Literal["piper", "espeak"]
+Backend = Literal["piper", "espeak", "hibari"]
 
 _WAV_HEADER_MIN_BYTES = 12
 _WAV_CHUNK_HEADER_BYTES = 8
@@ -61,6 +61,11 @@ class Synthesizer(Protocol):
         """Speak `text`; blocks. Empty text gives an empty array. Raises RuntimeError
         (a `TtsUnavailable` when the backend went away) on failure."""
         ...
+
+
+_SILENT_PEAK = 1e-8
+"""Piper leaves audio whose peak is below this silent rather than normalizing it."""
+_INT16_PEAK = 32767
 
 
 class PiperSynthesizer:
@@ -108,13 +113,26 @@ class PiperSynthesizer:
         return self._rate_hz
 
     def synthesize(self, text: str) -> Pcm16:
+        """Only the phonemizer (libespeak-ng, global state) runs under the lock; the
+        network runs outside it, so syntheses in several threads overlap there. Each
+        sentence is peak-normalized and converted as `PiperVoice.synthesize` does."""
         if not text.strip():
             return np.zeros(0, np.int16)
         with self._lock:
-            chunks = [chunk.audio_int16_array for chunk in self._piper.synthesize(text)]
+            sentences = self._piper.phonemize(text)
+        chunks = []
+        for phonemes in sentences:
+            if not phonemes:
+                continue
+            audio = np.asarray(
+                self._piper.phoneme_ids_to_audio(self._piper.phonemes_to_ids(phonemes))
+            )
+            peak = float(np.max(np.abs(audio))) if audio.size else 0.0
+            audio = audio / peak if peak >= _SILENT_PEAK else np.zeros_like(audio)
+            chunks.append(np.clip(audio * _INT16_PEAK, -_INT16_PEAK, _INT16_PEAK).astype(np.int16))
         if not chunks:
             return np.zeros(0, np.int16)
-        return np.concatenate(chunks).astype(np.int16, copy=False)
+        return np.concatenate(chunks)
 
 
 class EspeakSynthesizer:
@@ -211,6 +229,48 @@ def parse_streamed_wav(data: bytes) -> tuple[Pcm16, int]:
     raise ValueError("WAV stream has no data chunk")
 
 
+class HibariSynthesizer:
+    """hibari-tts's bundled "heart" voice (American English, distilled from Kokoro; 24 kHz;
+    Apache-2.0), the only voice its wheel ships: the others would be downloaded, which
+    this project never does. Raises TtsUnavailable when `hibari-tts` is not installed.
+
+    The model runs on ONNX Runtime with `threads` intra-op threads; its grapheme-to-
+    phoneme step is pure Python and keeps no global state, so calls from several threads
+    may overlap.
+    """
+
+    VOICE = "heart"
+
+    def __init__(self, threads: int = 1) -> None:
+        try:
+            hibari: Any = importlib.import_module("hibari")
+            voices: Any = importlib.import_module("hibari.voices")
+        except ImportError as exc:
+            raise TtsUnavailable("the hibari backend needs `pip install hibari-tts`") from exc
+        model = Path(voices.ASSETS) / voices.VOICES[self.VOICE]["file"]
+        if not model.is_file():
+            raise TtsUnavailable(f"hibari's bundled voice model is missing: {model}")
+        self._tts = hibari.Hibari(voice=self.VOICE, model=str(model), threads=threads)
+        self._rate_hz = int(hibari.SAMPLE_RATE)
+
+    @property
+    def voice(self) -> str:
+        return f"hibari:{self.VOICE}"
+
+    @property
+    def sample_rate_hz(self) -> int:
+        return self._rate_hz
+
+    def synthesize(self, text: str) -> Pcm16:
+        if not text.strip():
+            return np.zeros(0, np.int16)
+        try:
+            wav = self._tts(text)
+        except Exception as exc:  # the package's own errors are not typed
+            raise RuntimeError(f"hibari could not speak {text[:40]!r}: {exc}") from exc
+        return float32_to_pcm16(np.asarray(wav, dtype=np.float32))
+
+
 class CoquiSynthesizer:
     """Coqui TTS on a model the user brings (a local checkpoint file and its config).
 
@@ -251,10 +311,19 @@ class CoquiSynthesizer:
 
 
 def default_synthesizer(backend: Backend = "piper") -> Synthesizer:
-    """Piper's joe voice, or espeak-ng when Piper is unavailable (or `backend="espeak"`).
+    """Piper's joe voice (or hibari's heart voice with `backend="hibari"`), or espeak-ng
+    when that is unavailable (or `backend="espeak"`).
 
-    Logs which backend is used and why. Raises TtsUnavailable when neither works.
+    Logs which backend is used and why. Raises TtsUnavailable when none works.
     """
+    if backend == "hibari":
+        try:
+            chosen: Synthesizer = HibariSynthesizer()
+        except TtsUnavailable as exc:
+            logger.warning("hibari unavailable (%s); falling back to espeak-ng", exc)
+        else:
+            logger.info("speech synthesis: %s at %d Hz", chosen.voice, chosen.sample_rate_hz)
+            return chosen
     if backend == "piper":
         try:
             piper = PiperSynthesizer()

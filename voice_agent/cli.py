@@ -204,6 +204,7 @@ def _live(args: argparse.Namespace) -> int:
 async def _serve(settings: Settings, *, echo: bool = False) -> int:
     from voice_agent.echo import EchoSession
     from voice_agent.pipeline import Pipeline
+    from voice_agent.telemetry.metrics import Metrics
     from voice_agent.transports.server import VoiceServer, open_endpoints
 
     open_to_all = open_endpoints(settings)
@@ -232,7 +233,9 @@ async def _serve(settings: Settings, *, echo: bool = False) -> int:
             records = settings.pipeline.records
             answer = f"calls get the agent (brain {pipeline.checkpoint_path.name}"
             answer += f", turn records to {records})" if records else ")"
-        server = VoiceServer(settings, factory, health=None if echo else pipeline.health)
+        metrics = Metrics(settings.telemetry.node) if echo else pipeline.metrics
+        server = VoiceServer(settings, factory, health=None if echo else pipeline.health,
+                             metrics=metrics)  # fmt: skip
         try:
             await server.start()
         except OSError as exc:

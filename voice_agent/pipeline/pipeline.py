@@ -39,6 +39,7 @@ from voice_agent.hearing.settings import asr_config, streaming_config, turn_conf
 from voice_agent.pipeline.session import PipelineSession
 from voice_agent.speech import PhraseCache, SynthesisGate, Synthesizer, default_synthesizer
 from voice_agent.telemetry import CallTelemetry, NodeState
+from voice_agent.telemetry.metrics import Metrics
 from voice_agent.telemetry.topics import status
 from voice_agent.turn_record import Budgets, ToolCallRecord, TurnRecord, append_jsonl
 
@@ -100,6 +101,8 @@ class Pipeline:
         self._records_lock = threading.Lock()
         self._active_calls = 0
         self._publisher: MqttPublisher | None = None
+        self.metrics = Metrics(settings.telemetry.node)
+        """Prometheus figures of this process (`/metrics` on the server's port)."""
         self.telemetry: CallTelemetry | None = None
         """Set by `start()` when `[telemetry] broker_url` is."""
 
@@ -255,11 +258,13 @@ class Pipeline:
     def call_started(self, call_id: str) -> None:
         """A session's call began (counted; published when telemetry is on)."""
         self._active_calls += 1
+        self.metrics.call_started()
         if self.telemetry is not None:
             self.telemetry.call_started(call_id, self._active_calls)
 
     def call_ended(self, call_id: str, turns: int) -> None:
         self._active_calls -= 1
+        self.metrics.call_ended()
         if self.telemetry is not None:
             self.telemetry.call_ended(call_id, turns, self._active_calls)
 
@@ -271,6 +276,7 @@ class Pipeline:
     def write_record(self, record: TurnRecord) -> None:
         """Append the turn's record to `[pipeline] records` (if set) and publish it
         (telemetry); never raises, never waits on the broker."""
+        self.metrics.turn(record)
         if self.telemetry is not None:
             self.telemetry.turn_completed(record)
         path = self.settings.pipeline.records

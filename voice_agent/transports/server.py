@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -48,6 +49,7 @@ TWILIO_PATH = "/twilio"
 PCM_PATH = "/pcm"
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
+METRICS_PATH = "/metrics"
 HANGUP_GRACE_S = 5.0
 """After the caller hangs up, the session gets this long to finish before it is cancelled."""
 CALL_LOG_SIZE = 1000
@@ -136,6 +138,16 @@ def open_endpoints(settings: Settings) -> list[str]:
     return problems
 
 
+class MetricsSink(Protocol):
+    """Where the server counts what it refuses and closes (`telemetry.metrics.Metrics`)."""
+
+    def call_closed(self, path: str, code: int) -> None: ...
+    def http_refused(self, status: int) -> None: ...
+    def render(self) -> tuple[bytes, str]:
+        """The `/metrics` body and its content type."""
+        ...
+
+
 class VoiceServer:
     """Serves `/twilio` and `/pcm`. Use `async with VoiceServer(...)` or start()/close()."""
 
@@ -145,12 +157,15 @@ class VoiceServer:
         session_factory: SessionFactory,
         clock: Clock | None = None,
         health: Callable[[], Mapping[str, object]] | None = None,
+        metrics: MetricsSink | None = None,
     ) -> None:
         """`health`: the figures `/healthz` and `/readyz` report (`Pipeline.health`); its
-        `alive` False makes both answer 503. None: the server alone (the echo stand-in)."""
+        `alive` False makes both answer 503. None: the server alone (the echo stand-in).
+        `metrics`: counts closes and refused handshakes and renders `/metrics`."""
         self.settings = settings
         self._factory = session_factory
         self._health = health
+        self._metrics = metrics
         self.stopping = False
         """Set when `close()` begins: no new calls (`/readyz` answers 503)."""
         self._clock = clock or MonotonicClock()
@@ -201,9 +216,18 @@ class VoiceServer:
     # ------------------------------------------------------------------ handshake
 
     def _check_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        response = self._answer_request(connection, request)
+        refused = response is not None and response.status_code >= HTTPStatus.BAD_REQUEST
+        if refused and self._metrics is not None and response is not None:
+            self._metrics.http_refused(response.status_code)
+        return response
+
+    def _answer_request(self, connection: ServerConnection, request: Request) -> Response | None:
         path = urlsplit(request.path).path
         if path in (HEALTH_PATH, READY_PATH):
             return self._health_response(connection, path)
+        if path == METRICS_PATH:
+            return self._metrics_response(connection)
         auth = self.settings.auth
         if path == PCM_PATH and not self.settings.server.pcm_enabled:
             return connection.respond(HTTPStatus.NOT_FOUND, f"{PCM_PATH} is switched off\n")
@@ -240,7 +264,20 @@ class VoiceServer:
             ok = ok and not self.stopping and self.active_calls < self.settings.server.max_calls
         status = HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE
         response = connection.respond(status, json.dumps(figures, default=str) + "\n")
+        del response.headers["Content-Type"]  # replace websockets' text/plain
         response.headers["Content-Type"] = "application/json"
+        return response
+
+    def _metrics_response(self, connection: ServerConnection) -> Response:
+        """`/metrics`: the Prometheus text format (404 when the server has no metrics)."""
+        if self._metrics is None:
+            return connection.respond(HTTPStatus.NOT_FOUND, "no metrics in this process\n")
+        body, content_type = self._metrics.render()
+        response = connection.respond(HTTPStatus.OK, "")
+        response.body = body
+        for name, value in (("Content-Type", content_type), ("Content-Length", str(len(body)))):
+            del response.headers[name]  # websockets' Headers append on assignment
+            response.headers[name] = value
         return response
 
     def _public_url(self, request: Request) -> str:
@@ -412,6 +449,8 @@ class VoiceServer:
                 code, reason = wire_code, wire_reason
         if code != CloseCode.NORMAL:
             log.warning("closed %s call %s: %s (%d)", path, call_id, reason, code)
+        if self._metrics is not None:
+            self._metrics.call_closed(path, int(code))
         self.calls.append(CallRecord(path, call_id, int(code), reason))
 
 

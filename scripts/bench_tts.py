@@ -8,6 +8,10 @@ the whole text, its real-time factor (synthesis time / audio duration), and `spe
 time to the first 8 kHz chunk (what the caller waits for; the splitter cuts a long first
 sentence at a clause break). Medians of `--repeats` runs after one warm-up. The
 machine's load is recorded: timings on a shared 2-core CPU are noisy.
+
+`phone_wer` is how well each voice survives the phone line: eight agent replies are
+spoken, sent through 8 kHz μ-law and transcribed by Whisper tiny.en; the word error rate
+against the text (numbers normalized as in `speech_data.word_errors`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from voice_agent.audio import PHONE_RATE_HZ
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from speech_data import phone, word_errors
+
+from voice_agent.audio import ASR_RATE_HZ, PHONE_RATE_HZ, pcm16_to_float32, resample
+from voice_agent.hearing.asr import AsrConfig, decode, load_whisper
+from voice_agent.speech.sentences import speakable
 from voice_agent.speech.stream import speak
 from voice_agent.speech.tts import (
     EspeakSynthesizer,
@@ -33,6 +42,16 @@ from voice_agent.speech.tts import (
     Synthesizer,
 )
 
+PHONE_REPLIES = (
+    "Your tune-up is booked for Thursday at half past two.",
+    "We open at nine and close at six on Saturdays.",
+    "The Zephyr Tourer is in stock for eight hundred forty-nine dollars.",
+    "Order four zero two one three shipped yesterday.",
+    "I can hold one for you until tomorrow evening.",
+    "Sorry, I didn't catch that. Could you say it again?",
+    "A brake bleed takes about forty-five minutes.",
+    "Is there anything else I can help you with today?",
+)
 REPLIES = {
     "short": "Sure, I can book that for you.",
     "long": "Your bike is booked in for a full service on Friday at half past two, and it "
@@ -72,6 +91,16 @@ def measure(synth: Synthesizer, text: str, repeats: int) -> dict[str, float]:
     }
 
 
+def phone_wer(synth: Synthesizer, model: Any, config: AsrConfig) -> dict[str, float]:
+    errors = words = 0
+    for text in PHONE_REPLIES:
+        line = phone(synth.synthesize(speakable(text)), synth.sample_rate_hz)
+        heard = decode(model, pcm16_to_float32(resample(line, PHONE_RATE_HZ, ASR_RATE_HZ)), config)
+        wrong, total = word_errors(text, heard.text)
+        errors, words = errors + wrong, words + total
+    return {"wer": round(errors / words, 3), "words": words}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the results here")
@@ -86,10 +115,13 @@ def main(argv: list[str] | None = None) -> int:
         "piper_load_ms": round((loaded - start) * _MS_PER_S, 1),
         "hibari_load_ms": round((time.perf_counter() - loaded) * _MS_PER_S, 1),
     }
+    config = AsrConfig(model="tiny.en", cpu_threads=2)
+    whisper = load_whisper(config)
     for synth in (piper, hibari, EspeakSynthesizer()):
         results[synth.voice] = {
             name: measure(synth, text, args.repeats) for name, text in REPLIES.items()
         }
+        results[synth.voice]["phone_wer"] = phone_wer(synth, whisper, config)
     results["hibari_vs_piper_first_chunk"] = {
         name: round(
             results[hibari.voice][name]["first_chunk_ms"]

@@ -150,6 +150,9 @@ class HearingSettings(_Section):
     barge_in_threshold: float = Field(0.5, gt=0, lt=1)
     partial_interval_ms: int = Field(500, gt=0, description="new speech between partials")
     partial_context_s: float = Field(10.0, ge=2, le=30, description="partials' encoder window")
+    final_context_s: float = Field(
+        0.0, ge=0, le=30, description="finals' encoder window for turns that fit (0: 30 s)"
+    )
     compute_type: Literal["auto", "int8", "int8_float32", "int8_float16", "float16", "float32"] = (
         Field("auto", description="auto: int8 on CPU, float16 on CUDA")
     )

@@ -75,6 +75,40 @@ async def test_a_cancelled_caller_keeps_its_slot_until_the_decode_ends() -> None
     worker.close()
 
 
+class OrderedDecoder(GatedDecoder):
+    """Records which kind of decode ran, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.order: list[str] = []
+
+    def __call__(self, model: Any, audio: np.ndarray, config: AsrConfig, partial: bool) -> Decoded:
+        decoded = super().__call__(model, audio, config, partial)
+        self.order.append(f"{decoded.text}-{len(audio)}")
+        return decoded
+
+
+async def test_waiting_finals_run_before_waiting_partials_and_given_up_ones_are_skipped() -> None:
+    decoder = OrderedDecoder()
+    worker = AsrWorker(AsrConfig(max_pending=6), model=object(), decoder=decoder)
+    busy = asyncio.ensure_future(worker.transcribe(np.zeros(1, np.float32)))
+    await asyncio.sleep(0.05)  # the first decode holds the worker
+    partial = asyncio.ensure_future(worker.transcribe(np.zeros(2, np.float32), partial=True))
+    abandoned = asyncio.ensure_future(worker.transcribe(np.zeros(3, np.float32)))
+    final = asyncio.ensure_future(worker.transcribe(np.zeros(4, np.float32)))
+    await asyncio.sleep(0.05)
+    abandoned.cancel()  # a speculation the caller talked over, still queued
+    await asyncio.sleep(0.05)
+    assert worker.pending == 3
+    decoder.gate.set()
+    await asyncio.gather(busy, partial, final)
+    assert decoder.order == ["final-1", "final-4", "partial-2"]
+    assert worker.pending == 0
+    worker.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        await worker.transcribe(np.zeros(1, np.float32))
+
+
 async def test_the_event_loop_keeps_running_while_a_decode_blocks() -> None:
     decoder = GatedDecoder()
     worker = AsrWorker(AsrConfig(), model=object(), decoder=decoder)

@@ -45,4 +45,5 @@ def asr_config(settings: Settings) -> AsrConfig:
         max_pending=h.max_pending,
         cache_dir=h.cache_dir,
         partial_context_s=h.partial_context_s,
+        final_context_s=h.final_context_s,
     )

@@ -74,6 +74,13 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser("twiml", help="print the TwiML <Connect><Stream> snippet")
     t.add_argument("--url", required=True, help="wss://your.host/twilio")
     t.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    t.add_argument(
+        "--call-sid",
+        help="mint a per-call token for this CallSid (needs auth.twilio_call_token_secret; "
+        "run it from the webhook that answers the call)",
+    )
+    t.add_argument("--caller", default="", help="the caller's number (From), bound into the token")
+    t.add_argument("--ttl-s", type=int, default=300, help="the token's lifetime in seconds")
 
     r = sub.add_parser(
         "report",
@@ -119,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         if args.command == "twiml":
-            return _twiml(args)
+            return _twiml(args, load_settings(args.config) if args.call_sid else None)
         if args.command == "report":
             return _report(args)
         overrides = {}
@@ -151,11 +158,35 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
-def _twiml(args: argparse.Namespace) -> int:
+def _twiml(args: argparse.Namespace, settings: Settings | None) -> int:
+    import time
+
+    from voice_agent.transports.auth import call_token
+    from voice_agent.transports.call import CALLER_PARAMETER
+    from voice_agent.transports.twilio import TOKEN_PARAMETER
     from voice_agent.twiml import twiml_connect_stream
 
+    params = _params(args.param)
+    if settings is not None:
+        secret = settings.auth.twilio_call_token_secret
+        if secret is None:
+            print(
+                "voice-agent twiml: --call-sid needs auth.twilio_call_token_secret "
+                "(config or VOICE_AGENT_AUTH__TWILIO_CALL_TOKEN_SECRET)",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        if not 0 < args.ttl_s <= settings.auth.call_token_max_ttl_s:
+            print(f"voice-agent twiml: --ttl-s must be 1..{settings.auth.call_token_max_ttl_s}",
+                  file=sys.stderr)  # fmt: skip
+            return EXIT_USAGE
+        expires = int(time.time()) + args.ttl_s
+        params[CALLER_PARAMETER] = args.caller
+        params[TOKEN_PARAMETER] = call_token(
+            secret.get_secret_value(), args.call_sid, args.caller, expires
+        )
     try:
-        print(twiml_connect_stream(args.url, _params(args.param)), end="")
+        print(twiml_connect_stream(args.url, params), end="")
     except ValueError as exc:
         print(f"voice-agent twiml: {exc}", file=sys.stderr)
         return EXIT_USAGE

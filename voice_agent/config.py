@@ -81,6 +81,14 @@ class AuthSettings(_Section):
         description="when set (and no auth token), /twilio needs a `token` custom "
         "parameter in the start message",
     )
+    twilio_call_token_secret: SecretStr | None = Field(
+        None,
+        description="when set, /twilio needs a per-call `token` (voice-agent twiml "
+        "--call-sid ... --caller ...) bound to the call's CallSid and caller, used once",
+    )
+    call_token_max_ttl_s: int = Field(
+        3600, gt=0, description="call tokens minted for longer than this are refused"
+    )
 
 
 class BudgetSettings(_Section):

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from xml.etree import ElementTree
 
 import numpy as np
 
 from tests.fakes import silence, voiced
+from voice_agent.transports.auth import CallTokens
 from voice_agent.wav import read_wav, write_wav
 
 CLI = [sys.executable, "-m", "voice_agent.cli"]
@@ -121,3 +124,22 @@ def test_twiml_prints_the_snippet() -> None:
         [*CLI, "twiml", "--url", "http://x"], capture_output=True, text=True, timeout=30
     )
     assert bad.returncode == 2 and "wss://" in bad.stderr
+
+
+def test_twiml_mints_a_call_token_the_server_admits_once() -> None:
+    sid, caller = "CA" + "4" * 32, "+15557654321"
+    argv = [*CLI, "twiml", "--url", "wss://a.example.com/twilio", "--call-sid", sid,
+            "--caller", caller, "--ttl-s", "120"]  # fmt: skip
+    env = {**os.environ, "VOICE_AGENT_AUTH__TWILIO_CALL_TOKEN_SECRET": "webhook-secret"}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=env)
+    assert done.returncode == 0, done.stderr
+    params = {
+        p.get("name"): p.get("value") for p in ElementTree.fromstring(done.stdout).iter("Parameter")
+    }
+    assert params["caller"] == caller
+    tokens = CallTokens("webhook-secret")
+    assert tokens.check(params["token"], sid, caller) is None
+    assert tokens.check(params["token"], sid, caller) == "call token already used"
+    without = {k: v for k, v in env.items() if k != "VOICE_AGENT_AUTH__TWILIO_CALL_TOKEN_SECRET"}
+    refused = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=without)
+    assert refused.returncode == 2 and "twilio_call_token_secret" in refused.stderr

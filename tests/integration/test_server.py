@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from voice_agent.audio import pcm16_to_bytes, pcm16_to_ulaw
 from voice_agent.echo import EchoSession
 from voice_agent.events import AudioReceived, CallStarted, InboundEvent
 from voice_agent.simulator import simulate_call
-from voice_agent.transports.auth import twilio_signature
+from voice_agent.transports.auth import call_token, twilio_signature
 from voice_agent.transports.call import Inbound
 from voice_agent.transports.player import AudioPlayer
 
@@ -220,6 +221,37 @@ async def test_twilio_stream_token_in_custom_parameters() -> None:
             url(server), silence(0.1), 8000, token="tok", max_tail_s=0.2
         )
         assert summary.close_code == 1000
+
+
+def start_with(parameters: dict[str, str], call_sid: str = "CA" + "2" * 32) -> str:
+    message = json.loads(start_message())
+    message["start"]["customParameters"] = parameters
+    message["start"]["callSid"] = call_sid
+    return json.dumps(message)
+
+
+async def test_a_call_token_admits_its_own_call_once_and_no_other() -> None:
+    secret, caller, sid = "per-call-secret", "+15551234567", "CA" + "2" * 32
+    token = call_token(secret, sid, caller, int(time.time()) + 60)
+    auth = {"twilio_call_token_secret": secret}
+    async with running_server(Recorder, auth=auth) as server:
+        async with connect(url(server)) as ws:
+            await ws.send(start_with({"token": token, "caller": caller}))
+            await ws.send(json.dumps({"event": "stop", "streamSid": SID}))
+            assert (await closed_with(ws))[0] == 1000
+        call = Recorder.instances[-1].call
+        assert call is not None and dict(call.custom_parameters) == {"caller": caller}
+        refusals = [
+            ({"token": token, "caller": caller}, sid, "already used"),  # a replayed start
+            ({"token": token, "caller": "+15550000000"}, sid, "does not match"),  # a claim
+            ({"token": token, "caller": caller}, "CA" + "3" * 32, "does not match"),
+            ({"caller": caller}, sid, "no call token"),
+        ]
+        for parameters, call_sid, why in refusals:
+            async with connect(url(server)) as ws:
+                await ws.send(start_with(parameters, call_sid))
+                code, reason = await closed_with(ws)
+                assert code == 4401 and why in reason
 
 
 # -------------------------------------------------------------------------- pcm

@@ -33,6 +33,7 @@ from voice_agent.events import (
     OutboundEvent,
 )
 from voice_agent.transports.auth import (
+    CallTokens,
     bearer_or_query_token,
     secret_matches,
     twilio_signature_valid,
@@ -129,9 +130,10 @@ def open_endpoints(settings: Settings) -> list[str]:
     if is_loopback(settings.server.host):
         return []
     auth, problems = settings.auth, []
-    if auth.twilio_auth_token is None and auth.twilio_stream_token is None:
-        problems.append(f"{TWILIO_PATH} has no auth (set auth.twilio_auth_token or "
-                        "auth.twilio_stream_token)")  # fmt: skip
+    twilio_auth = (auth.twilio_auth_token, auth.twilio_stream_token, auth.twilio_call_token_secret)
+    if all(secret is None for secret in twilio_auth):
+        problems.append(f"{TWILIO_PATH} has no auth (set auth.twilio_auth_token, "
+                        "auth.twilio_stream_token or auth.twilio_call_token_secret)")  # fmt: skip
     if settings.server.pcm_enabled and auth.pcm_secret is None:
         problems.append(f"{PCM_PATH} has no auth (set auth.pcm_secret, or server.pcm_enabled "
                         "= false)")  # fmt: skip
@@ -166,6 +168,13 @@ class VoiceServer:
         self._factory = session_factory
         self._health = health
         self._metrics = metrics
+        secret = settings.auth.twilio_call_token_secret
+        self._call_tokens = (
+            CallTokens(secret.get_secret_value(), max_ttl_s=settings.auth.call_token_max_ttl_s)
+            if secret is not None
+            else None
+        )
+        """Per-call tokens, one replay memory for every call of this server."""
         self.stopping = False
         """Set when `close()` begins: no new calls (`/readyz` answers 503)."""
         self._clock = clock or MonotonicClock()
@@ -314,6 +323,8 @@ class VoiceServer:
         if path == PCM_PATH:
             return PcmCodec()
         auth = self.settings.auth
+        if self._call_tokens is not None:
+            return TwilioCodec(call_tokens=self._call_tokens)
         token = None
         if auth.twilio_auth_token is None and auth.twilio_stream_token is not None:
             token = auth.twilio_stream_token.get_secret_value()

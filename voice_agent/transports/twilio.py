@@ -35,6 +35,8 @@ from voice_agent.events import (
     SendMark,
     Track,
 )
+from voice_agent.transports.auth import CallTokens
+from voice_agent.transports.call import CALLER_PARAMETER
 from voice_agent.transports.errors import CloseCode, ProtocolError
 from voice_agent.transports.wire import (
     CallId,
@@ -137,14 +139,18 @@ class TwilioCodec:
         self,
         *,
         expected_token: str | None = None,
+        call_tokens: CallTokens | None = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
         """`expected_token`: when set, `start` must carry a matching `token` custom
         parameter (which is then removed from `custom_parameters`, so the secret does not
-        travel on). `max_payload_bytes`: the largest decoded μ-law payload accepted."""
+        travel on). `call_tokens`: when set, `start` must instead carry a per-call
+        `token` for its CallSid and `caller` parameter, used once (`auth.CallTokens`).
+        `max_payload_bytes`: the largest decoded μ-law payload accepted."""
         if max_payload_bytes <= 0:
             raise ValueError(f"max_payload_bytes must be positive, got {max_payload_bytes}")
         self._expected_token = expected_token
+        self._call_tokens = call_tokens
         self._max_payload_bytes = max_payload_bytes
         self._stream_sid: str | None = None
         self._stopped = False
@@ -215,7 +221,13 @@ class TwilioCodec:
         if start.stream_sid is not None and start.stream_sid != body.stream_sid:
             raise ProtocolError(CloseCode.BAD_MESSAGE, "streamSid differs from start.streamSid")
         parameters = dict(body.custom_parameters)
-        if self._expected_token is not None:
+        if self._call_tokens is not None:
+            presented = parameters.pop(TOKEN_PARAMETER, None)
+            caller = parameters.get(CALLER_PARAMETER, "")
+            why = self._call_tokens.check(presented, body.call_sid, caller)
+            if why is not None:
+                raise ProtocolError(CloseCode.UNAUTHORIZED, why)
+        elif self._expected_token is not None:
             self._check_token(parameters.pop(TOKEN_PARAMETER, None))
         fmt = body.media_format
         if (fmt.encoding, fmt.sample_rate, fmt.channels) != (

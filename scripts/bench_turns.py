@@ -158,7 +158,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     clips = build_clips(voices)
     if args.limit:
         clips = clips[: args.limit]
-    asr = AsrWorker(AsrConfig(model=args.asr_model, cpu_threads=2))
+    asr = AsrWorker(
+        AsrConfig(model=args.asr_model, cpu_threads=2, final_context_s=args.final_context_s)
+    )
     model = TurnModelWorker(SmartTurnModel())
     load_before = os.getloadavg()
     result: dict[str, Any] = {
@@ -166,6 +168,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "paused": sum(c.resume_ms is not None for c in clips),
         "voices": list(voices),
         "asr_model": args.asr_model,
+        "final_context_s": args.final_context_s,
         "end_of_turn": {},
     }
     try:
@@ -205,6 +208,9 @@ def main() -> None:
     parser.add_argument("--voices", help=f"comma-separated (default {','.join(VOICES)})")
     parser.add_argument("--limit", type=int, default=0, help="only the first N clips (a smoke run)")
     parser.add_argument("--asr-model", default="tiny.en", choices=("tiny.en", "base"))
+    parser.add_argument(
+        "--final-context-s", type=float, default=0.0, help="[hearing] final_context_s (0: 30 s)"
+    )
     args = parser.parse_args()
     unknown = set(args.rules.split(",")) - set(RULES)
     if unknown:

@@ -41,6 +41,7 @@ from speech_data import (
     INTERRUPTIONS,
     UTTERANCES,
     VOICES,
+    feed_in_real_time,
     phone,
     synthesize,
     trim,
@@ -118,14 +119,9 @@ async def stream_clip(
     t0 = time.perf_counter()
     speech_end_wall = t0 + clip.speech_end_ms / 1000
 
-    async def feeder() -> None:
-        step = CHUNK_MS * _SAMPLES_PER_MS
-        for k in range(0, len(clip.stream), step):
-            await asyncio.sleep(max(0.0, t0 + k / PHONE_RATE_HZ - time.perf_counter()))
-            listener.feed(clip.stream[k : k + step])
-        await listener.close()
-
-    task = asyncio.ensure_future(feeder())
+    task = asyncio.ensure_future(
+        feed_in_real_time(listener, clip.stream, PHONE_RATE_HZ, t0, CHUNK_MS)
+    )
     async for event in listener:
         if isinstance(event, FinalTranscript):
             finals.append((event, time.perf_counter()))

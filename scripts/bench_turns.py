@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from speech_data import VOICES, phone, synthesize, trim
+from speech_data import VOICES, feed_in_real_time, phone, synthesize, trim
 
 from voice_agent.audio import PHONE_RATE_HZ
 from voice_agent.events import Pcm16
@@ -121,14 +121,9 @@ async def stream_clip(
     ends: list[tuple[SpeechEnded, float]] = []
     t0 = time.perf_counter()
 
-    async def feeder() -> None:
-        step = CHUNK_MS * _PER_MS
-        for k in range(0, len(clip.stream), step):
-            await asyncio.sleep(max(0.0, t0 + k / PHONE_RATE_HZ - time.perf_counter()))
-            listener.feed(clip.stream[k : k + step])
-        await listener.close()
-
-    task = asyncio.ensure_future(feeder())
+    task = asyncio.ensure_future(
+        feed_in_real_time(listener, clip.stream, PHONE_RATE_HZ, t0, CHUNK_MS)
+    )
     async for event in listener:
         if isinstance(event, SpeechEnded):
             ends.append((event, (time.perf_counter() - t0) * 1000))

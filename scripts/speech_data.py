@@ -8,9 +8,11 @@ packages.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import tempfile
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -177,3 +179,16 @@ _SMALL = [
     "nineteen",
 ]
 _TENS = ["_", "_", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+
+
+async def feed_in_real_time(
+    listener: Any, stream: Pcm16, rate_hz: int, started_s: float, chunk_ms: int = 20
+) -> None:
+    """Feed `stream` to `listener` (`hearing.listener.Listener`) `chunk_ms` at a time, each
+    chunk when the wall clock (`time.perf_counter`, from `started_s`) reaches it, as a
+    phone line would deliver it; then close the listener."""
+    step = rate_hz * chunk_ms // 1000
+    for k in range(0, len(stream), step):
+        await asyncio.sleep(max(0.0, started_s + k / rate_hz - time.perf_counter()))
+        listener.feed(stream[k : k + step])
+    await listener.close()

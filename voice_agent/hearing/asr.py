@@ -201,9 +201,8 @@ class AsrWorker:
             raise ValueError(f"max_pending must be at least 1, got {self._config.max_pending}")
         self._model = model if model is not None else load_whisper(self._config)
         self._decoder = decoder
-        self._lock = threading.Lock()
         self._pending = 0
-        self._wakeup = threading.Condition()
+        self._wakeup = threading.Condition()  # guards the count, the queue and `_closed`
         self._queue: list[tuple[int, int, Future[Decoded], AudioF32, bool]] = []
         self._arrivals = itertools.count()
         self._closed = False
@@ -223,7 +222,7 @@ class AsrWorker:
         queue is busy. Raises AsrOverloadedError for a final when the queue is full,
         RuntimeError after `close`."""
         limit = max(1, self._config.max_pending // 2) if partial else self._config.max_pending
-        with self._lock:
+        with self._wakeup:
             if self._pending >= limit:
                 if partial:
                     return None
@@ -259,7 +258,7 @@ class AsrWorker:
                 job.set_exception(exc)
 
     def _release(self, _job: object) -> None:
-        with self._lock:
+        with self._wakeup:  # reentrant: a job cancelled under the lock releases here
             self._pending -= 1
 
     def close(self) -> None:

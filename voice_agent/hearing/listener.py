@@ -160,7 +160,7 @@ class Listener:
         config = self._turns.config
         complete = probability is not None and probability >= config.complete_threshold
         if complete and config.check_words and await self._pause_unfinished(ask.speech_end_ms):
-            probability = 0.0
+            probability = 0.0  # the words overrule the audio: unfinished
         if not self._closed:  # a stale answer (the caller went on) is ignored by verdict
             for event in self._turns.verdict(ask.speech_end_ms, probability):
                 self._on_turn_event(event)

@@ -80,11 +80,11 @@ class TurnConfig:
             raise ValueError(f"barge_in_threshold must be in (0, 1), got {self.barge_in_threshold}")
         positive = ("min_speech_ms", "onset_gap_ms", "end_of_turn_silence_ms", "barge_in_ms",
                     "ask_silence_ms", "reask_ms")  # fmt: skip
-        if self.words_wait_ms < 0:
-            raise ValueError(f"words_wait_ms must not be negative, got {self.words_wait_ms}")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.words_wait_ms < 0:
+            raise ValueError(f"words_wait_ms must not be negative, got {self.words_wait_ms}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +115,10 @@ class TurnDetector:
         self._barge_voiced_ms = 0
         self._during_agent_speech = False
         self._barged_in = False
-        # Semantic rule, for the current pause: asked yet, and the answer (None: none yet).
-        self._next_ask_ms = self._config.ask_silence_ms  # silence at which to ask next
-        self._waiting = False  # a question is out
+        # Semantic rule, for the current pause: when to ask next, whether a question is
+        # out, and the model's answer (None: none yet).
+        self._next_ask_ms = self._config.ask_silence_ms
+        self._waiting = False
         self._answer: Literal["complete", "incomplete", "unknown"] | None = None
 
     @property
@@ -165,7 +166,7 @@ class TurnDetector:
         cfg = self._config
         duration_ms = end_ms - start_ms
         if not self._in_speech:
-            return list(self._feed_candidate(probability, start_ms, end_ms, duration_ms))
+            return self._feed_candidate(probability, start_ms, end_ms, duration_ms)
         events: list[TurnEvent | AskEndOfTurn] = []
         if probability >= cfg.silence_threshold:
             self._last_voiced_end_ms = end_ms
@@ -200,9 +201,8 @@ class TurnDetector:
         self._waiting = False
         if probability is None:
             self._answer = "unknown"
-        elif math.isnan(probability) or not 0.0 <= probability <= 1.0:
-            raise ValueError(f"end-of-turn probability must be in [0, 1], got {probability}")
         else:
+            _check_probability("end-of-turn probability", probability)
             complete = probability >= self._config.complete_threshold
             self._answer = "complete" if complete else "incomplete"
         if self.trailing_silence_ms >= self._silence_limit_ms():
@@ -221,7 +221,7 @@ class TurnDetector:
 
     def _feed_candidate(
         self, probability: float, start_ms: int, end_ms: int, duration_ms: int
-    ) -> list[TurnEvent]:
+    ) -> list[TurnEvent | AskEndOfTurn]:
         cfg = self._config
         if self._candidate_start_ms is None:
             if probability < cfg.speech_threshold:
@@ -245,7 +245,9 @@ class TurnDetector:
         self._during_agent_speech = self._agent_speaking
         self._barged_in = False
         self._barge_voiced_ms = self._candidate_barge_ms if self._agent_speaking else 0
-        events: list[TurnEvent] = [SpeechStarted(start_ms=self._start_ms, detected_ms=end_ms)]
+        events: list[TurnEvent | AskEndOfTurn] = [
+            SpeechStarted(start_ms=self._start_ms, detected_ms=end_ms)
+        ]
         if self._agent_speaking and self._barge_voiced_ms >= cfg.barge_in_ms:
             self._barged_in = True
             events.append(BargeIn(start_ms=self._start_ms, detected_ms=end_ms))
@@ -272,8 +274,7 @@ class TurnDetector:
         )
 
     def _check_frame(self, probability: float, start_ms: int, end_ms: int) -> None:
-        if math.isnan(probability) or not 0.0 <= probability <= 1.0:
-            raise ValueError(f"speech probability must be in [0, 1], got {probability}")
+        _check_probability("speech probability", probability)
         if end_ms <= start_ms:
             raise ValueError(f"a frame must end after it starts, got {start_ms}..{end_ms} ms")
         if self._last_end_ms is not None and start_ms < self._last_end_ms:
@@ -281,3 +282,8 @@ class TurnDetector:
                 f"frames must not go back in time: frame starts at {start_ms} ms, "
                 f"the previous one ended at {self._last_end_ms} ms"
             )
+
+
+def _check_probability(what: str, probability: float) -> None:
+    if math.isnan(probability) or not 0.0 <= probability <= 1.0:
+        raise ValueError(f"{what} must be in [0, 1], got {probability}")

@@ -15,6 +15,7 @@ import shutil
 import struct
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -316,22 +317,18 @@ def default_synthesizer(backend: Backend = "piper") -> Synthesizer:
 
     Logs which backend is used and why. Raises TtsUnavailable when none works.
     """
-    if backend == "hibari":
+    neural: dict[str, Callable[[], Synthesizer]] = {
+        "hibari": HibariSynthesizer,
+        "piper": PiperSynthesizer,
+    }
+    if backend in neural:
         try:
-            chosen: Synthesizer = HibariSynthesizer()
+            chosen = neural[backend]()
         except TtsUnavailable as exc:
-            logger.warning("hibari unavailable (%s); falling back to espeak-ng", exc)
+            logger.warning("%s unavailable (%s); falling back to espeak-ng", backend, exc)
         else:
             logger.info("speech synthesis: %s at %d Hz", chosen.voice, chosen.sample_rate_hz)
             return chosen
-    if backend == "piper":
-        try:
-            piper = PiperSynthesizer()
-        except TtsUnavailable as exc:
-            logger.warning("Piper unavailable (%s); falling back to espeak-ng", exc)
-        else:
-            logger.info("speech synthesis: %s at %d Hz", piper.voice, piper.sample_rate_hz)
-            return piper
     try:
         espeak = EspeakSynthesizer()
     except TtsUnavailable as exc:

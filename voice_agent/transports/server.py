@@ -227,7 +227,7 @@ class VoiceServer:
     def _check_request(self, connection: ServerConnection, request: Request) -> Response | None:
         response = self._answer_request(connection, request)
         refused = response is not None and response.status_code >= HTTPStatus.BAD_REQUEST
-        if refused and self._metrics is not None and response is not None:
+        if refused and response is not None and self._metrics is not None:
             self._metrics.http_refused(response.status_code)
         return response
 
@@ -272,22 +272,15 @@ class VoiceServer:
         if path == READY_PATH:
             ok = ok and not self.stopping and self.active_calls < self.settings.server.max_calls
         status = HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE
-        response = connection.respond(status, json.dumps(figures, default=str) + "\n")
-        del response.headers["Content-Type"]  # replace websockets' text/plain
-        response.headers["Content-Type"] = "application/json"
-        return response
+        body = (json.dumps(figures, default=str) + "\n").encode()
+        return _respond(connection, status, body, "application/json")
 
     def _metrics_response(self, connection: ServerConnection) -> Response:
         """`/metrics`: the Prometheus text format (404 when the server has no metrics)."""
         if self._metrics is None:
             return connection.respond(HTTPStatus.NOT_FOUND, "no metrics in this process\n")
         body, content_type = self._metrics.render()
-        response = connection.respond(HTTPStatus.OK, "")
-        response.body = body
-        for name, value in (("Content-Type", content_type), ("Content-Length", str(len(body)))):
-            del response.headers[name]  # websockets' Headers append on assignment
-            response.headers[name] = value
-        return response
+        return _respond(connection, HTTPStatus.OK, body, content_type)
 
     def _public_url(self, request: Request) -> str:
         base = self.settings.server.public_url
@@ -463,6 +456,19 @@ class VoiceServer:
         if self._metrics is not None:
             self._metrics.call_closed(path, int(code))
         self.calls.append(CallRecord(path, call_id, int(code), reason))
+
+
+def _respond(
+    connection: ServerConnection, status: HTTPStatus, body: bytes, content_type: str
+) -> Response:
+    """An HTTP answer with `body` as `content_type` (websockets' `respond` makes text/plain;
+    its Headers append on assignment, so the two headers are replaced, not doubled)."""
+    response = connection.respond(status, "")
+    response.body = body
+    for name, value in (("Content-Type", content_type), ("Content-Length", str(len(body)))):
+        del response.headers[name]
+        response.headers[name] = value
+    return response
 
 
 def _closed_with(ws: ServerConnection) -> tuple[int, str]:

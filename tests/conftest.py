@@ -7,9 +7,14 @@ skipped by default so the default run stays fast. They run when `FUZZ_CASES` is 
 
 from __future__ import annotations
 
+import itertools
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+from scripts.services import PostgresServer, postgres_available
 
 SLOW_ENV = "FUZZ_CASES"
 
@@ -29,3 +34,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+# ---------------------------------------------------------------- the shop's backends
+
+SHOP_BACKENDS = ("sqlite", "postgres")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One throwaway PostgreSQL cluster for the run (Debian's postgresql, which the
+    README's set-up installs); tests that need it are skipped, saying so, without it."""
+    if not postgres_available():
+        pytest.skip("PostgreSQL is not installed (scripts/setup.sh installs it)")
+    server = PostgresServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.cleanup()
+
+
+_databases = itertools.count()
+
+
+@pytest.fixture(params=SHOP_BACKENDS)
+def shop_where(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
+    """Where a fresh shop lives, once per backend: a SQLite path that does not exist yet,
+    or the URL of a new, empty PostgreSQL database."""
+    if request.param == "sqlite":
+        return tmp_path / "shop" / "shop.sqlite"
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    return server.database(f"shop_{next(_databases)}")

@@ -24,6 +24,7 @@ from pydantic_settings import (
 
 ENV_PREFIX = "VOICE_AGENT_"
 CONFIG_FILE_ENV = ENV_PREFIX + "CONFIG"
+POSTGRES_URL_SCHEMES = ("postgresql://", "postgres://")
 
 
 class ConfigError(Exception):
@@ -223,6 +224,23 @@ class PipelineSettings(_Section):
     max_turns: int = Field(60, ge=1, description="caller turns per call; then goodbye")
 
 
+class ToolsSettings(_Section):
+    """Where the tool pack keeps its state."""
+
+    database_url: SecretStr | None = Field(
+        None,
+        description="postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME: the shop in PostgreSQL, "
+        "shared by every worker of a fleet; None: the SQLite file [pipeline] shop_db",
+    )
+
+    @model_validator(mode="after")
+    def _postgres_only(self) -> ToolsSettings:
+        url = self.database_url
+        if url is not None and not url.get_secret_value().startswith(POSTGRES_URL_SCHEMES):
+            raise ValueError("database_url must start with postgresql:// (or postgres://)")
+        return self
+
+
 class TelemetrySettings(_Section):
     """Live call events over MQTT (`voice_agent.telemetry`); off unless `broker_url` is set.
     The pipeline never waits on the broker: events go through a bounded buffer."""
@@ -259,6 +277,7 @@ class Settings(BaseSettings):
     models: ModelSettings = ModelSettings()
     hearing: HearingSettings = HearingSettings()
     pipeline: PipelineSettings = PipelineSettings()
+    tools: ToolsSettings = ToolsSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
 
     @classmethod

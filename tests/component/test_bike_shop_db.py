@@ -1,5 +1,7 @@
-"""The bike shop tools against a real SQLite file: seed, every tool, every error kind,
-exactly-once bookings and reservations under retries and concurrent callers."""
+"""The bike shop tools against a real database, each test once on a SQLite file and once
+on a PostgreSQL database: seed, every tool, every error kind, exactly-once bookings and
+reservations under retries and concurrent callers (threads sharing one connection, and
+separate connections as separate workers would have)."""
 
 from __future__ import annotations
 
@@ -40,11 +42,11 @@ TUESDAY, WEDNESDAY = date(2025, 6, 3), date(2025, 6, 4)
 
 
 class Shop:
-    """A seeded shop file with a settable wall clock."""
+    """A seeded shop with a settable wall clock."""
 
-    def __init__(self, path: Path, now: datetime) -> None:
-        self.path, self.now = path, now
-        self.db = ShopDb.open(path, now.date())
+    def __init__(self, where: Path | str, now: datetime) -> None:
+        self.where, self.now = where, now
+        self.db = ShopDb.open(where, now.date())
         self.ctx = ShopContext(self.db, lambda: self.now)
 
     def call(self, tool: str, **args: Any) -> Any:
@@ -64,8 +66,8 @@ class Shop:
 
 
 @pytest.fixture
-def shop(tmp_path: Path) -> Iterator[Shop]:
-    s = Shop(tmp_path / "shop.db", MONDAY_10AM)
+def shop(shop_where: Path | str) -> Iterator[Shop]:
+    s = Shop(shop_where, MONDAY_10AM)
     yield s
     s.db.close()
 
@@ -84,11 +86,10 @@ def stock(shop: Shop, product_id: str) -> int:
 # ---------------------------------------------------------------- seed
 
 
-def test_seed_is_created_once(tmp_path: Path) -> None:
-    path = tmp_path / "nested" / "shop.db"
-    first = ShopDb.open(path, date(2025, 6, 2))
+def test_seed_is_created_once(shop_where: Path | str) -> None:
+    first = ShopDb.open(shop_where, date(2025, 6, 2))
     first.close()
-    again = Shop(path, datetime(2025, 7, 1, 9))  # a later day must not reseed
+    again = Shop(shop_where, datetime(2025, 7, 1, 9))  # a later day must not reseed
     assert again.rows("SELECT count(*) FROM products") == [(len(catalogue.PRODUCTS),)]
     assert again.rows("SELECT count(*) FROM bookings") == [(len(catalogue.SEED_BOOKINGS),)]
     assert again.rows("SELECT value FROM meta WHERE key = 'seeded_on'") == [("2025-06-02",)]
@@ -99,8 +100,8 @@ def test_seed_is_created_once(tmp_path: Path) -> None:
     again.db.close()
 
 
-def test_seed_bookings_skip_the_closed_day(tmp_path: Path) -> None:
-    saturday = Shop(tmp_path / "sat.db", datetime(2025, 6, 7, 12))
+def test_seed_bookings_skip_the_closed_day(shop_where: Path | str) -> None:
+    saturday = Shop(shop_where, datetime(2025, 6, 7, 12))
     days = {r[0] for r in saturday.rows("SELECT day FROM bookings")}
     assert "2025-06-08" not in days  # sunday
     assert "2025-06-09" in days
@@ -343,8 +344,8 @@ def race(*calls: Callable[[], ToolResult]) -> list[ToolResult | ToolError]:
 
 @pytest.mark.parametrize("connections", [1, 2])
 def test_two_callers_race_for_the_last_slot(shop: Shop, connections: int) -> None:
-    """One shared connection (lock) or two connections to the file (IMMEDIATE tx)."""
-    other = ShopContext(ShopDb.open(shop.path, MONDAY_10AM.date()), shop.ctx.now)
+    """One shared connection (lock) or two connections (IMMEDIATE / advisory lock)."""
+    other = ShopContext(ShopDb.open(shop.where, MONDAY_10AM.date()), shop.ctx.now)
     second = other if connections == 2 else shop.ctx
     for day in RACE_DAYS:
         target = resolve_day(day, MONDAY_10AM.date())
@@ -372,7 +373,7 @@ def test_concurrent_retries_of_one_booking_write_one_row(shop: Shop) -> None:
 
 
 def test_concurrent_reservations_never_oversell(shop: Shop) -> None:
-    other = ShopContext(ShopDb.open(shop.path, MONDAY_10AM.date()), shop.ctx.now)
+    other = ShopContext(ShopDb.open(shop.where, MONDAY_10AM.date()), shop.ctx.now)
     results = race(
         lambda: call_tool("reserve_product", {"product_id": "107", "quantity": 2, "name": "a"}, shop.ctx),
         lambda: call_tool("reserve_product", {"product_id": "107", "quantity": 2, "name": "b"}, other),

@@ -1,4 +1,4 @@
-"""Per-caller limits on the real SQLite shop: one caller holds at most
+"""Per-caller limits on the real shop (SQLite and PostgreSQL): one caller holds at most
 `MAX_BOOKINGS_PER_CALLER` bookings and `MAX_HOLDS_PER_CALLER` reservations; a hold
 belongs to its caller and expires, its stock going back on the shelf once."""
 
@@ -21,8 +21,8 @@ MONDAY_9AM = datetime(2026, 12, 7, 9, 0)
 
 
 @pytest.fixture
-def shop(tmp_path: Path) -> Iterator[ShopContext]:
-    db = ShopDb.open(tmp_path / "shop.sqlite", MONDAY_9AM.date())
+def shop(shop_where: Path | str) -> Iterator[ShopContext]:
+    db = ShopDb.open(shop_where, MONDAY_9AM.date())
     yield ShopContext(db, lambda: MONDAY_9AM, caller="phone:+15550100")
     db.close()
 

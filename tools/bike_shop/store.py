@@ -9,12 +9,11 @@ same day returns the first one and takes nothing more off the shelf.
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections import Counter
 from datetime import date
 
 from tools.bike_shop.catalogue import OrderState
-from tools.bike_shop.db import ShopContext, name_key, open_days_after
+from tools.bike_shop.db import Conn, Row, ShopContext, name_key, open_days_after
 from tools.bike_shop.results import (
     OrderInfo,
     ProductHit,
@@ -60,7 +59,7 @@ def _terms(text: str) -> list[str]:
     return [w for w in stems if w not in STOP_WORDS]
 
 
-def _hit(row: sqlite3.Row) -> ProductHit:
+def _hit(row: Row) -> ProductHit:
     return ProductHit(row["product_id"], row["name"], row["price_cents"], row["stock"])
 
 
@@ -127,7 +126,7 @@ def search_products(args: SearchProducts, ctx: ShopContext) -> SearchResult:
     return SearchResult(args.query, tuple(hits), say)
 
 
-def release_expired(conn: sqlite3.Connection, today: date) -> int:
+def release_expired(conn: Conn, today: date) -> int:
     """Put the stock of holds whose last day has passed back on the shelf (once each);
     the number of holds released."""
     expired = conn.execute(
@@ -199,13 +198,12 @@ def reserve_product(args: ReserveProduct, ctx: ShopContext) -> Reservation:
                 "UPDATE products SET stock = stock - ? WHERE product_id = ?",
                 (args.quantity, args.product_id),
             )
-            cursor = conn.execute(
+            reservation_id = int(conn.execute(
                 "INSERT INTO reservations (product_id, quantity, name, name_key, made_on, "
-                "caller, hold_until) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "caller, hold_until) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING reservation_id",
                 (args.product_id, args.quantity, args.name, key, today.isoformat(), ctx.caller,
                  open_days_after(today, HOLD_OPEN_DAYS).isoformat()),
-            )  # fmt: skip
-            reservation_id = int(cursor.lastrowid or 0)
+            ).fetchone()[0])  # fmt: skip
         else:
             reservation_id = int(existing["reservation_id"])
     reference = str(RESERVATION_REF_BASE + reservation_id)

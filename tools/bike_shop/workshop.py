@@ -9,12 +9,11 @@ insert cannot interleave with another booking.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 
 from tools.bike_shop.catalogue import SLOT_MINUTES, WEEKDAYS
-from tools.bike_shop.db import ShopContext, name_key
+from tools.bike_shop.db import Conn, ShopContext, name_key
 from tools.bike_shop.results import (
     Availability,
     Booking,
@@ -56,7 +55,7 @@ class _Service:
     price_cents: int
 
 
-def _hours(conn: sqlite3.Connection, day: date) -> tuple[time, time] | None:
+def _hours(conn: Conn, day: date) -> tuple[time, time] | None:
     row = conn.execute(
         "SELECT opens, closes FROM opening_hours WHERE weekday = ?", (day.weekday(),)
     ).fetchone()
@@ -65,7 +64,7 @@ def _hours(conn: sqlite3.Connection, day: date) -> tuple[time, time] | None:
     return parse_slot(row["opens"]), parse_slot(row["closes"])
 
 
-def _service(conn: sqlite3.Connection, name: str) -> _Service:
+def _service(conn: Conn, name: str) -> _Service:
     row = conn.execute("SELECT * FROM services WHERE name = ?", (name,)).fetchone()
     if row is None:
         raise ToolError(ToolErrorKind.INVALID_ARGUMENTS, f"Sorry, we don't offer a {name}.")
@@ -82,7 +81,7 @@ def _starts(hours: tuple[time, time], duration_min: int) -> list[time]:
     return starts
 
 
-def _taken(conn: sqlite3.Connection, day: date, service: str) -> set[str]:
+def _taken(conn: Conn, day: date, service: str) -> set[str]:
     rows = conn.execute(
         "SELECT start FROM bookings WHERE day = ? AND service = ? AND cancelled = 0",
         (day.isoformat(), service),
@@ -90,7 +89,7 @@ def _taken(conn: sqlite3.Connection, day: date, service: str) -> set[str]:
     return {row["start"] for row in rows}
 
 
-def _free_times(conn: sqlite3.Connection, day: date, service: _Service, now: datetime) -> list[str]:
+def _free_times(conn: Conn, day: date, service: _Service, now: datetime) -> list[str]:
     """Free starts that day, or none when the day is closed, full or over."""
     hours = _hours(conn, day)
     taken = _taken(conn, day, service.name)
@@ -100,9 +99,7 @@ def _free_times(conn: sqlite3.Connection, day: date, service: _Service, now: dat
     return [slot_text(t) for t in starts if slot_text(t) not in taken]
 
 
-def _days_with_room(
-    conn: sqlite3.Connection, after: date, service: _Service, now: datetime
-) -> list[date]:
+def _days_with_room(conn: Conn, after: date, service: _Service, now: datetime) -> list[date]:
     days = (after + timedelta(days=i) for i in range(1, SEARCH_DAYS + 1))
     return [d for d in days if _free_times(conn, d, service, now)][:DAYS_TO_OFFER]
 
@@ -141,9 +138,7 @@ def opening_hours(args: OpeningHours, ctx: ShopContext) -> Hours:
     )
 
 
-def _open_hours(
-    conn: sqlite3.Connection, day: date, service: _Service, now: datetime
-) -> tuple[time, time]:
+def _open_hours(conn: Conn, day: date, service: _Service, now: datetime) -> tuple[time, time]:
     """The day's hours; raises CLOSED_THAT_DAY (offering days with room) when closed."""
     hours = _hours(conn, day)
     if hours is None:
@@ -185,9 +180,7 @@ def check_availability(args: CheckAvailability, ctx: ShopContext) -> Availabilit
     )
 
 
-def _check_start(
-    conn: sqlite3.Connection, day: date, start: time, service: _Service, now: datetime
-) -> None:
+def _check_start(conn: Conn, day: date, start: time, service: _Service, now: datetime) -> None:
     """Raise CLOSED_THAT_DAY, INVALID_TIME or IN_THE_PAST for a start that cannot be."""
     hours = _open_hours(conn, day, service, now)
     starts = _starts(hours, service.duration_min)
@@ -204,9 +197,7 @@ def _check_start(
         raise ToolError(ToolErrorKind.IN_THE_PAST, "Sorry, that time has already passed.", later)
 
 
-def _check_room(
-    conn: sqlite3.Connection, day: date, start: time, service: _Service, now: datetime
-) -> None:
+def _check_room(conn: Conn, day: date, start: time, service: _Service, now: datetime) -> None:
     """Raise FULLY_BOOKED (offering other days) or SLOT_TAKEN (offering the nearest free
     times that day)."""
     free = _free_times(conn, day, service, now)
@@ -231,7 +222,7 @@ MAX_BOOKINGS_PER_CALLER = 3
 """Active bookings (today on) one caller (ShopContext.caller) may hold at once."""
 
 
-def _check_own_limit(conn: sqlite3.Connection, caller: str | None, now: datetime) -> None:
+def _check_own_limit(conn: Conn, caller: str | None, now: datetime) -> None:
     if caller is None:
         return
     held = conn.execute(
@@ -263,12 +254,11 @@ def book_service(args: BookService, ctx: ShopContext) -> Booking:
         if existing is None:
             _check_own_limit(conn, ctx.caller, now)
             _check_room(conn, day, start, service, now)
-            cursor = conn.execute(
+            booking_id = int(conn.execute(
                 "INSERT INTO bookings (name, name_key, day, start, service, caller) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?) RETURNING booking_id",
                 (args.name, key, day.isoformat(), args.time, service.name, ctx.caller),
-            )
-            booking_id = int(cursor.lastrowid or 0)
+            ).fetchone()[0])  # fmt: skip
         else:
             booking_id = int(existing["booking_id"])
     spoken = f"{say_on_day(day, now.date())} at {say_time(start)}"
@@ -284,7 +274,7 @@ def _minutes(t: time) -> int:
     return t.hour * MINUTES_PER_HOUR + t.minute
 
 
-_CALLERS_OWN = "(? IS NULL OR caller = ?)"
+_CALLERS_OWN = "(CAST(? AS TEXT) IS NULL OR caller = ?)"
 """SQL: a booking the context's caller may cancel (any, when the context is unscoped)."""
 
 

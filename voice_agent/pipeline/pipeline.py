@@ -125,9 +125,9 @@ class Pipeline:
             self._end_of_turn = TurnModelWorker(await asyncio.to_thread(SmartTurnModel))
         if self._synth is None:
             self._synth = await asyncio.to_thread(default_synthesizer, cfg.models.tts_backend)
-        self._shop = await asyncio.to_thread(
-            ShopDb.open, cfg.pipeline.shop_db, self._shop_now().date()
-        )
+        url = cfg.tools.database_url
+        where = url.get_secret_value() if url is not None else cfg.pipeline.shop_db
+        self._shop = await asyncio.to_thread(ShopDb.open, where, self._shop_now().date())
         await self.phrase_cache(PHONE_RATE_HZ).warm_async(phrases().all())
         await self._start_telemetry()
         budget = prompt_budget(self._checkpoint.card)

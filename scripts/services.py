@@ -1,0 +1,154 @@
+"""Real services on loopback for the fleet run and the tests: a throwaway PostgreSQL
+cluster and nginx, each in its own temporary folder, each stopped by `stop()`.
+
+PostgreSQL refuses to run as root; when this process is root (CI, a container) the
+cluster's folder is given to the `postgres` user that Debian's package creates and the
+server runs as that user (`runuser`). Authentication is `trust` on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+
+PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
+START_TIMEOUT_S = 20.0
+PG_USER = "voice"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def pg_tool(name: str) -> str | None:
+    """The path of a PostgreSQL server program (initdb, pg_ctl), or None when Debian's
+    postgresql package is not installed."""
+    for folder in PG_BIN_DIRS:
+        if (folder / name).is_file():
+            return str(folder / name)
+    return shutil.which(name)
+
+
+def postgres_available() -> bool:
+    return pg_tool("initdb") is not None and pg_tool("pg_ctl") is not None
+
+
+def nginx_available() -> bool:
+    return shutil.which("nginx") is not None or Path("/usr/sbin/nginx").is_file()
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes] | None, what: str, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what} exited at start:\n{_tail(log)}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on {port} in {START_TIMEOUT_S:g} s:\n{_tail(log)}")
+
+
+def _tail(log: Path) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+    except OSError:
+        return "(no log)"
+
+
+class PostgresServer:
+    """A PostgreSQL cluster made for this run: `start()`, `database(name)` → URL,
+    `stop()` (fast shutdown) and the folder removed by `cleanup()`."""
+
+    def __init__(self, port: int | None = None) -> None:
+        initdb, pg_ctl = pg_tool("initdb"), pg_tool("pg_ctl")
+        if initdb is None or pg_ctl is None:
+            raise RuntimeError("PostgreSQL is not installed (Debian: apt-get install postgresql)")
+        self._initdb, self._pg_ctl = initdb, pg_ctl
+        self.port = port or free_port()
+        self.folder = Path(tempfile.mkdtemp(prefix="voice-agent-pg-"))
+        self.data = self.folder / "data"
+        self.log = self.folder / "postgres.log"
+        self._as: list[str] = []
+        if os.geteuid() == 0:
+            owner = pwd.getpwnam("postgres")
+            os.chown(self.folder, owner.pw_uid, owner.pw_gid)
+            self._as = ["runuser", "-u", "postgres", "--"]
+        self.url = f"postgresql://{PG_USER}@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, *argv: str) -> None:
+        done = subprocess.run([*self._as, *argv], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{Path(argv[0]).name} failed: {done.stderr or done.stdout}")
+
+    def start(self) -> None:
+        if not (self.data / "PG_VERSION").exists():
+            self._run(self._initdb, "-D", str(self.data), "-U", PG_USER, "--auth=trust",
+                      "--no-sync", "-E", "UTF8", "--locale=C")  # fmt: skip
+        options = (f"-p {self.port} -c listen_addresses=127.0.0.1 "
+                   f"-c unix_socket_directories={self.folder} -c fsync=off "
+                   "-c max_connections=50 -c shared_buffers=32MB")  # fmt: skip
+        self._run(self._pg_ctl, "-D", str(self.data), "-l", str(self.log), "-o", options,
+                  "-w", "-t", str(int(START_TIMEOUT_S)), "start")  # fmt: skip
+        _wait_port(self.port, None, "postgres", self.log)
+
+    def database(self, name: str) -> str:
+        """Create database `name` (dropped first if it exists); its URL."""
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url.rsplit("/", 1)[0] + f"/{name}"
+
+    def stop(self, mode: str = "fast") -> None:
+        """pg_ctl stop (`fast`: disconnect sessions, roll back; `immediate`: a crash)."""
+        if (self.data / "postmaster.pid").exists():
+            self._run(self._pg_ctl, "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def cleanup(self) -> None:
+        with contextlib.suppress(RuntimeError):
+            self.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class Nginx:
+    """nginx run in the foreground from a config file written for this run."""
+
+    def __init__(self, config: str, port: int) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="voice-agent-nginx-"))
+        self.port = port
+        self.config = self.folder / "nginx.conf"
+        self.config.write_text(config, encoding="utf-8")
+        self.log = self.folder / "error.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        (self.folder / "logs").mkdir(exist_ok=True)
+        self._proc = subprocess.Popen(
+            [nginx, "-p", str(self.folder), "-c", str(self.config),
+             "-e", str(self.log), "-g", "daemon off; pid nginx.pid;"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        _wait_port(self.port, self._proc, "nginx", self.log)
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)

@@ -15,13 +15,15 @@ from websockets.exceptions import InvalidHandshake, InvalidURI
 
 from voice_agent.config import ConfigError, Settings, load_settings
 from voice_agent.transports.call import SessionFactory
-from voice_agent.transports.server import PCM_PATH, TWILIO_PATH
+from voice_agent.transports.server import PCM_PATH, TWILIO_PATH, VoiceServer
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-"""Either stops `serve` cleanly: calls in progress are closed with 1001 and the pipeline
-is closed (turn records, the shop file). A second one gets the default action."""
+"""Either stops `serve` cleanly: no new calls, those in progress may finish for up to
+`[server] drain_timeout_s`, then they are closed with 1001 and the pipeline is closed
+(turn records, the shop). A second one stops the draining; a third gets the default
+action."""
 
 
 def _params(values: list[str]) -> dict[str, str]:
@@ -236,7 +238,7 @@ async def _serve(settings: Settings, *, echo: bool = False) -> int:
     from voice_agent.echo import EchoSession
     from voice_agent.pipeline import Pipeline
     from voice_agent.telemetry.metrics import Metrics
-    from voice_agent.transports.server import VoiceServer, open_endpoints
+    from voice_agent.transports.server import open_endpoints
 
     open_to_all = open_endpoints(settings)
     if open_to_all and not settings.server.insecure:
@@ -276,43 +278,72 @@ async def _serve(settings: Settings, *, echo: bool = False) -> int:
                 file=sys.stderr,
             )
             return EXIT_FAILED
-        stop = _stop_on_signals()
+        signals = _Signals()
         base = f"ws://{settings.server.host}:{server.port}"
         pcm = f" and {base}{PCM_PATH} (raw PCM16)" if settings.server.pcm_enabled else ""
         print(
             f"voice-agent: serving {base}{TWILIO_PATH} (Twilio Media Streams){pcm}\n"
-            f"voice-agent: {answer}. Ctrl-C or SIGTERM stops.",
+            f"voice-agent: {answer}. Ctrl-C or SIGTERM drains, a second one stops.",
             flush=True,
         )
         try:
-            await stop.wait()
+            await signals.first.wait()
+            await _drain(server, settings.server.drain_timeout_s, signals.second)
         except asyncio.CancelledError:  # no loop signal handlers here: asyncio's Ctrl-C
             pass
         finally:
+            signals.remove()
             await server.close()
     return 0
 
 
-def _stop_on_signals() -> asyncio.Event:
-    """An event set by the first of `STOP_SIGNALS`, which then get their default action.
+async def _drain(server: VoiceServer, timeout_s: float, second: asyncio.Event) -> None:
+    """Take no new calls and wait for those in progress, until they end, `timeout_s`
+    passes, or a second signal comes."""
+    if not (server.active_calls or server.waiting) or timeout_s <= 0:
+        return
+    print(f"voice-agent: draining: {server.active_calls} calls in progress may go on for "
+          f"up to {timeout_s:g} s; no new calls", flush=True)  # fmt: skip
+    drained = asyncio.ensure_future(server.drain(timeout_s))
+    interrupted = asyncio.ensure_future(second.wait())
+    await asyncio.wait({drained, interrupted}, return_when=asyncio.FIRST_COMPLETED)
+    interrupted.cancel()
+    if not drained.done():
+        drained.cancel()
+        print("voice-agent: second signal: closing the calls in progress", flush=True)
+    elif left := drained.result():
+        print(f"voice-agent: drain time up: closing {left} calls in progress", flush=True)
+
+
+class _Signals:
+    """`first` is set by the first of `STOP_SIGNALS` (drain), `second` by the next one
+    (stop now); after that they get their default action.
 
     On the loop rather than left to `asyncio.run`: that one handles only SIGINT, and only
     when SIGINT has its default handler. A server started in the background by a
     non-interactive shell inherits SIGINT ignored, and SIGTERM (what supervisors send)
     kills at once, dropping the calls in progress."""
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
 
-    def received(signum: int) -> None:
+    def __init__(self) -> None:
+        self.first, self.second = asyncio.Event(), asyncio.Event()
+        self._loop = asyncio.get_running_loop()
         for s in STOP_SIGNALS:
-            loop.remove_signal_handler(s)
-        print(f"voice-agent: {signal.Signals(signum).name}: stopping", flush=True)
-        stop.set()
+            with contextlib.suppress(NotImplementedError):  # loops without signal support
+                self._loop.add_signal_handler(s, self._received, s)
 
-    for s in STOP_SIGNALS:
-        with contextlib.suppress(NotImplementedError):  # loops without signal support
-            loop.add_signal_handler(s, received, s)
-    return stop
+    def _received(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        if not self.first.is_set():
+            print(f"voice-agent: {name}: stopping", flush=True)
+            self.first.set()
+            return
+        self.second.set()
+        self.remove()
+
+    def remove(self) -> None:
+        for s in STOP_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                self._loop.remove_signal_handler(s)
 
 
 async def _call(args: argparse.Namespace) -> int:

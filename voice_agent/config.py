@@ -63,6 +63,13 @@ class ServerSettings(_Section):
         "behind a proxy; by default it is rebuilt from the Host header",
     )
     pcm_enabled: bool = Field(True, description="serve /pcm (off: it answers 404)")
+    drain_timeout_s: float = Field(
+        30.0,
+        ge=0,
+        description="on SIGTERM/SIGINT, how long calls in progress may go on while no new "
+        "call is taken (/readyz 503); then they are closed with 1001. A second signal "
+        "stops at once",
+    )
     insecure: bool = Field(
         False,
         description="serve a non-loopback address with an endpoint that has no auth (lab "

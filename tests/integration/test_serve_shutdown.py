@@ -1,17 +1,24 @@
 """`voice-agent serve` (the real pipeline, espeak voices) stops cleanly on SIGTERM, and on
 SIGINT when it was started with SIGINT ignored (as a non-interactive shell starts a
-background job), while calls are in progress: each call is closed with 1001, the turn
-records are whole, and the process exits 0."""
+background job), while calls are in progress: with no drain time each call is closed with
+1001, the turn records are whole, and the process exits 0. With drain time (the default)
+the call in progress goes on to its end and no new call is taken; a second signal stops
+the draining."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 from pathlib import Path
 
 import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
 
 from scripts.calls import ServerProcess, place_calls
+from tests.integration.test_server import closed_with
+from tests.integration.test_server_health import echo_turn, until_mark
 from voice_agent.speech import EspeakSynthesizer
 from voice_agent.transports.errors import CloseCode
 from voice_agent.turn_record import read_jsonl
@@ -52,7 +59,7 @@ async def test_serve_stops_cleanly_with_calls_in_progress(
     tmp_path: Path, signum: signal.Signals, launcher: tuple[str, ...]
 ) -> None:
     config = tmp_path / "espeak.toml"
-    config.write_text('[models]\ntts_backend = "espeak"\n')
+    config.write_text('[models]\ntts_backend = "espeak"\n[server]\ndrain_timeout_s = 0\n')
     server = ServerProcess(tmp_path, config=config, launcher=launcher)
     await server.start()
     calls = asyncio.create_task(
@@ -74,3 +81,33 @@ async def test_serve_stops_cleanly_with_calls_in_progress(
     assert [r.error for r in results] == ["", "", ""]
     assert [r.summary.close_code for r in results if r.summary] == [CloseCode.GOING_AWAY] * 3
     assert read_jsonl(server.records)  # whole lines only, the answered turns among them
+
+
+async def test_sigterm_drains_a_call_in_progress_and_a_second_signal_stops(
+    tmp_path: Path,
+) -> None:
+    server = ServerProcess(tmp_path, echo=True)
+    await server.start()
+    try:
+        assert server.proc is not None
+        async with connect(server.url + "/pcm") as first, connect(server.url + "/pcm") as second:
+            for ws in (first, second):
+                await ws.send(json.dumps({"event": "start", "sample_rate_hz": 16000}))
+                assert await until_mark(ws) > 0  # the greeting
+                assert await echo_turn(ws) > 0
+            server.proc.send_signal(signal.SIGTERM)
+            await asyncio.sleep(0.5)
+            with pytest.raises(InvalidStatus):  # no new call while draining
+                async with connect(server.url + "/pcm"):
+                    pass
+            assert await echo_turn(first) > 0  # the calls in progress go on
+            await first.send(json.dumps({"event": "stop"}))
+            assert (await closed_with(first))[0] == 1000
+            assert server.proc.returncode is None  # the second call still holds it
+            server.proc.send_signal(signal.SIGTERM)  # the second signal: stop now
+            assert (await closed_with(second))[0] == CloseCode.GOING_AWAY
+            code = await asyncio.wait_for(server.proc.wait(), SHUTDOWN_S)
+    finally:
+        await server.stop()
+    output = "".join(server.output)
+    assert code == 0 and "draining: 2 calls" in output and "second signal" in output, output

@@ -46,7 +46,7 @@ HEALTH_WAIT_S = 0.1
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
-class ShopDbError(Exception):
+class ShopDbError(RuntimeError):
     """The shop's database failed in a way the tools report as an apology."""
 
 

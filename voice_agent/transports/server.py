@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 
 TWILIO_PATH = "/twilio"
 PCM_PATH = "/pcm"
+DRAIN_POLL_S = 0.1
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
 METRICS_PATH = "/metrics"
@@ -209,6 +210,18 @@ class VoiceServer:
         assert self._server is not None
         await self._server.serve_forever()
 
+    async def drain(self, timeout_s: float) -> int:
+        """Stop taking calls and let the ones in progress finish, for up to `timeout_s`:
+        `/readyz` answers 503 and new call handshakes get 503 at once (a load balancer
+        retries them on another worker), connections already waiting for their start are
+        refused with 1013. Returns the calls still in progress at the end (0: drained).
+        `close()` then ends those with 1001."""
+        self.stopping = True
+        deadline = self._clock.now() + timeout_s
+        while self.active_calls + self.waiting and self._clock.now() < deadline:
+            await asyncio.sleep(DRAIN_POLL_S)
+        return self.active_calls
+
     async def close(self) -> None:
         self.stopping = True
         if self._server is not None:
@@ -237,6 +250,10 @@ class VoiceServer:
             return self._health_response(connection, path)
         if path == METRICS_PATH:
             return self._metrics_response(connection)
+        if self.stopping and path in (TWILIO_PATH, PCM_PATH):
+            return connection.respond(
+                HTTPStatus.SERVICE_UNAVAILABLE, "this worker is draining; call another\n"
+            )
         auth = self.settings.auth
         if path == PCM_PATH and not self.settings.server.pcm_enabled:
             return connection.respond(HTTPStatus.NOT_FOUND, f"{PCM_PATH} is switched off\n")
@@ -343,6 +360,10 @@ class VoiceServer:
             self.waiting -= 1
         if call is None:  # stop before start: nothing to do
             await self._close(ws, path, None, CloseCode.NORMAL, "stopped before start")
+            return
+        if self.stopping:
+            why = "this worker is draining; call again"
+            await self._close(ws, path, call.call_id, CloseCode.TRY_AGAIN_LATER, why)
             return
         max_calls = self.settings.server.max_calls
         if self.active_calls >= max_calls:

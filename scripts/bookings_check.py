@@ -19,7 +19,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from tools.bike_shop.db import name_key
+from tools.bike_shop.db import POSTGRES_SCHEMES, name_key
 from tools.bike_shop.timewords import resolve_day
 from voice_agent.turn_record import ToolCallRecord, ToolOutcome, TurnRecord
 
@@ -60,16 +60,25 @@ def call_key(call: ToolCallRecord, wall_time_unix_s: float | None) -> BookingKey
         return None
 
 
-def new_booking_rows(shop: Path, seeded: int) -> list[BookingKey]:
-    """The bookings rows after the first `seeded` (those the run added), in order."""
-    with sqlite3.connect(shop) as conn:
-        rows = conn.execute(
-            "SELECT name_key, day, start, service FROM bookings ORDER BY booking_id"
-        ).fetchall()
+BOOKING_ROWS = "SELECT name_key, day, start, service FROM bookings ORDER BY booking_id"
+
+
+def new_booking_rows(shop: Path | str, seeded: int) -> list[BookingKey]:
+    """The bookings rows after the first `seeded` (those the run added), in order, from
+    a SQLite file or a `postgresql://` URL. Read as they are (not through `ShopDb.open`,
+    which would repair the schema of a shop under examination)."""
+    if isinstance(shop, str) and shop.startswith(POSTGRES_SCHEMES):
+        import psycopg
+
+        with psycopg.connect(shop) as pg:
+            rows: list[Any] = pg.execute(BOOKING_ROWS).fetchall()
+    else:
+        with sqlite3.connect(shop) as conn:
+            rows = conn.execute(BOOKING_ROWS).fetchall()
     return [BookingKey(*row) for row in rows[seeded:]]
 
 
-def bookings_check(shop: Path, records: list[TurnRecord], seeded: int) -> dict[str, object]:
+def bookings_check(shop: Path | str, records: list[TurnRecord], seeded: int) -> dict[str, object]:
     """New booking rows in `shop` (after the `seeded` ones) against the `book_service`
     calls in `records`. `each_confirmed_booking_once` is True when every distinct booking
     an OK call confirmed (refusals excluded) has exactly one row, no row is there twice,

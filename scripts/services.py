@@ -1,5 +1,5 @@
-"""Real services on loopback for the fleet run and the tests: a throwaway PostgreSQL
-cluster and nginx, each in its own temporary folder, each stopped by `stop()`.
+"""Real services on loopback for the fleet run and the tests: a mosquitto broker, a
+throwaway PostgreSQL cluster and nginx, each with its own folder, each stopped by `stop()`.
 
 PostgreSQL refuses to run as root; when this process is root (CI, a container) the
 cluster's folder is given to the `postgres` user that Debian's package creates and the
@@ -16,10 +16,12 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
 
+MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
 START_TIMEOUT_S = 20.0
 PG_USER = "voice"
@@ -123,13 +125,14 @@ class PostgresServer:
 
 
 class Nginx:
-    """nginx run in the foreground from a config file written for this run."""
+    """nginx run in the foreground from a config file written for this run:
+    `config_for(folder)` gives its text, `folder` being where its temporary files go."""
 
-    def __init__(self, config: str, port: int) -> None:
+    def __init__(self, config_for: Callable[[Path], str], port: int) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="voice-agent-nginx-"))
         self.port = port
         self.config = self.folder / "nginx.conf"
-        self.config.write_text(config, encoding="utf-8")
+        self.config.write_text(config_for(self.folder), encoding="utf-8")
         self.log = self.folder / "error.log"
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -152,3 +155,53 @@ class Nginx:
                 self._proc.kill()
                 self._proc.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class Broker:
+    """mosquitto with persistence (a persistent subscriber's queue survives a restart)."""
+
+    def __init__(self, folder: Path, port: int | None = None) -> None:
+        self.folder = folder
+        self.port = port or free_port()
+        self.url = f"mqtt://127.0.0.1:{self.port}"
+        self.config = folder / "mosquitto.conf"
+        self.config.write_text(
+            f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
+            f"persistence true\npersistence_location {folder}/\n"
+            f"log_dest file {folder}/mosquitto.log\n"
+        )
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self._proc = subprocess.Popen(
+            [MOSQUITTO, "-c", str(self.config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                err = self._proc.stderr.read().decode() if self._proc.stderr else ""
+                raise RuntimeError(f"mosquitto exited at start: {err}")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"mosquitto did not listen on {self.port} in {START_TIMEOUT_S} s")
+
+    def stop(self) -> None:
+        """SIGTERM (mosquitto saves its persistence file), then wait."""
+        if self._proc is None:
+            return
+        self._proc.terminate()
+        try:
+            self._proc.wait(5.0)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(5.0)
+        if self._proc.stderr is not None:
+            self._proc.stderr.close()
+        self._proc = None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None

@@ -112,6 +112,17 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--records", type=Path, help="append one JSON line per turn to this file")
     m.add_argument("--shop-db", type=Path, help="the bike shop's SQLite file")
 
+    w = sub.add_parser("deploy", help="write the fleet's nginx file and systemd unit (see deploy/)")
+    w.add_argument("action", choices=["write"], help="write the files under OUT")
+    w.add_argument("out", type=Path, help="folder (deploy/ holds the shipped examples)")
+    w.add_argument(
+        "--worker", action="append", default=[], metavar="HOST:PORT",
+        help="a worker behind nginx, once per worker (default 127.0.0.1:8081 and :8082)",
+    )  # fmt: skip
+    w.add_argument("--listen", default="8080", help="nginx's listen: PORT or ADDRESS:PORT")
+    w.add_argument("--drain-timeout-s", type=float, default=30.0,
+                   help="the workers' drain time; systemd waits this plus a margin")  # fmt: skip
+
     d = sub.add_parser("demo", help="the end-to-end demo call on loopback")
     d.add_argument("--out-dir", type=Path, default=Path("out"))
     d.add_argument(
@@ -131,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
             return _twiml(args, load_settings(args.config) if args.call_sid else None)
         if args.command == "report":
             return _report(args)
+        if args.command == "deploy":
+            return _deploy(args)
         overrides = {}
         if args.command == "serve":
             overrides["server"] = {
@@ -294,6 +307,27 @@ async def _serve(settings: Settings, *, echo: bool = False) -> int:
         finally:
             signals.remove()
             await server.close()
+    return 0
+
+
+def _deploy(args: argparse.Namespace) -> int:
+    from voice_agent.deploy import Worker, write_examples
+
+    try:
+        workers = [Worker.parse(text) for text in args.worker] or None
+    except ValueError as exc:
+        print(f"voice-agent deploy: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.drain_timeout_s < 0:
+        print("voice-agent deploy: --drain-timeout-s must be 0 or more", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        written = write_examples(args.out, workers, args.listen, args.drain_timeout_s)
+    except OSError as exc:
+        print(f"voice-agent deploy: cannot write under {args.out}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    for path in written:
+        print(path)
     return 0
 
 

@@ -201,6 +201,11 @@ class PipelineSettings(_Section):
     records: Path | None = Field(
         None, description="append one JSON line per turn (TurnRecord) to this file"
     )
+    record_text: bool = Field(
+        False,
+        description="turn records (file and telemetry) carry what the caller was heard to "
+        "say and what the agent said; off by default: it is personal data",
+    )
     shop_db: Path = Field(
         Path("out/bike-shop.sqlite"), description="the bike shop's SQLite file (created)"
     )

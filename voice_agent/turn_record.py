@@ -32,12 +32,12 @@ from voice_agent.config import BudgetSettings
 
 _log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Layout of `TurnRecord` lines; bump on any change a reader of old lines would misread.
 2 added `engine`, `concurrent_calls` and `preempted`; 3 added the tool calls' `arguments`
-and `refusal`, 4 `answer_audio_sent_at_ms` (all optional: older lines read as the current
-version with them None)."""
-READABLE_VERSIONS = frozenset({1, 2, 3, SCHEMA_VERSION})
+and `refusal`, 4 `answer_audio_sent_at_ms`, 5 `heard_text` and `said_text` (all optional:
+older lines read as the current version with them None)."""
+READABLE_VERSIONS = frozenset({1, 2, 3, 4, SCHEMA_VERSION})
 DERIVED_KEY = "durations_ms"
 
 
@@ -260,6 +260,11 @@ class TurnRecord:
     """True when the turn's first answer was a draft decoded while the caller paused,
     before the end of the turn (the engine stage then lasts only what the draft still
     needed)."""
+    heard_text: str | None = None
+    """What the caller was heard to say (the final transcript); only with `[pipeline]
+    record_text`, which is off by default: it is personal data."""
+    said_text: str | None = None
+    """What the agent said in the turn; only with `[pipeline] record_text`."""
     schema_version: int = field(default=SCHEMA_VERSION)
 
     def at_ms(self, mark: Mark | None) -> float | None:

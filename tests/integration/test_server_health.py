@@ -22,8 +22,8 @@ from websockets.exceptions import InvalidStatus
 
 from tests.fakes import settings, silence, url, voiced
 from tests.integration.test_server import closed_with, start_message
-from voice_agent.audio import pcm16_to_bytes
 from tools.bike_shop.db import ShopDb
+from voice_agent.audio import pcm16_to_bytes
 from voice_agent.echo import EchoSession
 from voice_agent.transports.server import VoiceServer
 

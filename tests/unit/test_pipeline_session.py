@@ -231,6 +231,25 @@ async def test_a_final_transcript_is_answered_in_speech_and_recorded(
         assert record.at_ms(mark) is not None, mark
 
 
+async def test_records_carry_the_turns_words_only_when_record_text_is_on(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    line = "We open at nine."
+    records = []
+    for on in (False, True):
+        pipeline = FakePipeline(tok, shop, ScriptedEngine(tok, say(tok, line)))
+        pipeline.settings = load_settings(None, pipeline={"record_text": on})
+        c = Call(pipeline)
+        await c.hear(SpeechEnded(0, 1000, 1400), final("when do you open"))
+        await c.turn_done()
+        await c.close()
+        records += c.pipeline.records
+    off, on_ = records
+    assert off.heard_text is None and off.said_text is None  # personal data: off by default
+    assert on_.heard_text == "when do you open" and on_.said_text == line
+    assert TurnRecord.from_json_line(on_.to_json_line()) == on_
+
+
 async def test_barge_in_during_a_tool_call_generation_never_runs_the_tool(
     tok: TextTokenizer, shop: ShopContext
 ) -> None:

@@ -59,3 +59,21 @@ def test_rolling_summary_keeps_the_last_turns_and_counts_all() -> None:
                                      if line.startswith("voice to voice"))  # fmt: skip
     with pytest.raises(ValueError):
         RollingSummary(window=0)
+
+
+def test_rolling_summary_shows_each_node_of_a_fleet() -> None:
+    records = read_jsonl(RUN)
+    summary = RollingSummary(window=50)
+    for k, record in enumerate(records):
+        node = "worker-1" if k % 3 else "worker-2"
+        summary.add_payload(topics.turn_completed(node, record, 1.0).payload)
+    assert summary.nodes == ["worker-1", "worker-2"]
+    text = summary.render()
+    assert "nodes (2):" in text
+    lines = {
+        line.split()[0]: line.split() for line in text.splitlines() if line.startswith("worker-")
+    }
+    mine = [r for k, r in enumerate(records) if not k % 3]
+    assert lines["worker-2"][2] == str(len(mine))  # turns
+    assert lines["worker-2"][1] == str(len({r.call_id for r in mine}))  # calls
+    assert int(lines["worker-1"][2]) == len(records) - len(mine)

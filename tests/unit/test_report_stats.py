@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -152,3 +153,20 @@ def test_labels_with_math_markup_are_drawn_as_text(tmp_path: Path) -> None:
     files = write_report(load_runs([RUN], ["$x^{2$ run"]), tmp_path / "report")
     assert all(png.read_bytes().startswith(PNG_MAGIC) for png in files.figures)
     assert "$x^{2$ run" in files.markdown.read_text()
+
+
+def test_the_worst_turns_show_what_was_said_when_the_records_carry_it(run: Run) -> None:
+    worst = stats.worst_turns(run.records, 1)[0]
+    plain = next(t for t in build([run], []) if isinstance(t, Table) and "degrades" in t.headers)
+    assert "agent said" not in plain.headers  # records without text: no empty columns
+    said = "A " + "very " * 40 + "long | answer."
+    texts = [replace(r, heard_text="when do you open", said_text=said) if r is worst else r
+             for r in run.records]  # fmt: skip
+    table = next(t for t in build([replace(run, records=tuple(texts))], [])
+                 if isinstance(t, Table) and "degrades" in t.headers)  # fmt: skip
+    assert table.headers[-2:] == ("caller heard as", "agent said")
+    first = table.rows[0]
+    assert first[0] == f"{worst.call_id[-8:]} #{worst.turn}"
+    assert first[-2] == "“when do you open”"
+    assert first[-1].endswith("…”") and len(first[-1]) <= 125
+    assert all(row[-1] == "–" for row in table.rows[1:])

@@ -47,7 +47,7 @@ def test_arguments_and_refusal_round_trip_through_a_json_line() -> None:
     record = TurnRecord("CA3", 2, Budgets.default(), tool_calls=calls, wall_time_unix_s=1e9)
     line = record.to_json_line()
     data = json.loads(line)
-    assert data["schema_version"] == SCHEMA_VERSION == 4
+    assert data["schema_version"] == SCHEMA_VERSION == 5
     assert data["tool_calls"][0]["arguments"] == BOOKING
     assert data["tool_calls"][1]["refusal"] == "no_such_order"
     back = TurnRecord.from_json_line(line)

@@ -23,7 +23,7 @@ import collections
 import contextlib
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from engine.batching import Engine
@@ -551,6 +551,8 @@ class PipelineSession:
         if first is not None and first.first_sent_at_s is not None:
             tracker.mark(Mark.ANSWER_AUDIO_SENT, first.first_sent_at_s)
         record = tracker.record()
+        if self._p.settings.pipeline.record_text:
+            record = replace(record, heard_text=caller_text, said_text=agent_text)
         self._p.write_record(record)
         self.turns.append(TurnSummary(number, caller_text, agent_text, reply, tuple(tool_calls),
                                       record, interrupted, failed))  # fmt: skip

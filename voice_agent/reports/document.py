@@ -182,13 +182,39 @@ def _tools(run: Run) -> Table | None:
 
 
 def _worst(run: Run) -> Table:
+    """The slowest turns; with what was said in them when the records carry it
+    (`[pipeline] record_text`)."""
+    worst = stats.worst_turns(run.records, WORST_TURNS)
+    texts = any(r.heard_text is not None or r.said_text is not None for r in worst)
     rows = []
-    for r in stats.worst_turns(run.records, WORST_TURNS):
+    for r in worst:
         path = " + ".join(f"{seg.value} {took:.0f}" for seg, took in stats.critical_path(r)
                           if took >= 1)  # fmt: skip
         degraded = ", ".join(sorted({d.action.value for d in r.degrades})) or "–"
         over = ", ".join(s.value for s in r.over_budget()) or "–"
-        rows.append((f"{r.call_id[-8:]} #{r.turn}", ms(r.duration_ms(Stage.TURN)), path, over,
-                     degraded))  # fmt: skip
-    return Table(("call #turn", "voice to voice ms", "breakdown (ms)", "over budget",
-                  "degrades"), tuple(rows))  # fmt: skip
+        row: tuple[str, ...] = (f"{r.call_id[-8:]} #{r.turn}", ms(r.duration_ms(Stage.TURN)),
+                                path, over, degraded)  # fmt: skip
+        if texts:
+            row += (_quoted(r.heard_text), _quoted(r.said_text))
+        rows.append(row)
+    header: tuple[str, ...] = (
+        "call #turn",
+        "voice to voice ms",
+        "breakdown (ms)",
+        "over budget",
+        "degrades",
+    )
+    if texts:
+        header += ("caller heard as", "agent said")
+    return Table(header, tuple(rows))
+
+
+QUOTE_CHARS = 120
+"""How much of a turn's text the worst-turns table shows."""
+
+
+def _quoted(text: str | None) -> str:
+    if text is None:
+        return "–"
+    flat = " ".join(text.split())
+    return f"“{flat[:QUOTE_CHARS]}{'…' if len(flat) > QUOTE_CHARS else ''}”"

@@ -1,5 +1,6 @@
 """`voice-agent report --mqtt URL`: a rolling latency summary of the turns published on a
-broker, redrawn in the terminal.
+broker, redrawn in the terminal: the whole fleet's stages, then one line per node (each
+worker publishes under its own `[telemetry] node`).
 
 `RollingSummary` is pure (records in, text out); `watch` subscribes to
 `voice-agent/+/calls/+/turns/+` and redraws the summary every `refresh_s` while new
@@ -41,12 +42,22 @@ class RollingSummary:
         self.violations = 0
         """Turns over their voice-to-voice budget, since start."""
         self.bad_messages = 0
+        self._nodes: dict[str, collections.deque[TurnRecord]] = {}
+        """Each node's last `window` turns (a fleet's workers publish as their nodes)."""
+        self._node_turns: collections.Counter[str] = collections.Counter()
 
     def add(self, node: str, record: TurnRecord) -> None:
         self._recent.append(record)
+        self._nodes.setdefault(node, collections.deque(maxlen=self.window)).append(record)
+        self._node_turns[node] += 1
         self.turns_seen += 1
         self.calls.add((node, record.call_id))
         self.violations += Stage.TURN in record.over_budget()
+
+    @property
+    def nodes(self) -> list[str]:
+        """The nodes seen, in name order."""
+        return sorted(self._nodes)
 
     def add_payload(self, payload: bytes) -> TurnRecord | None:
         """A `turn_completed` payload; anything else is counted in `bad_messages`."""
@@ -85,6 +96,18 @@ class RollingSummary:
             over = f"{100 * s.share_over:.0f}%"
             lines.append(row.format(name, summary.n, ms(summary.p50), ms(summary.p95),
                                     ms(summary.max), ms(s.budget_ms), over))  # fmt: skip
+        if self._nodes:
+            lines += ["", f"nodes ({len(self._nodes)}):"]
+            node_row = "{:<20} {:>6} {:>6} {:>8} {:>8} {:>6}"
+            lines.append(node_row.format("node", "calls", "turns", "p50 ms", "p95 ms", "over"))
+            for node in self.nodes:
+                turns = stats.stage_stats(list(self._nodes[node]), [Stage.TURN])[0]
+                v2v = turns.summary
+                calls = sum(1 for n, _ in self.calls if n == node)
+                over = f"{100 * turns.share_over:.0f}%" if v2v is not None else "–"
+                lines.append(node_row.format(
+                    node[:20], calls, self._node_turns[node], ms(v2v.p50 if v2v else None),
+                    ms(v2v.p95 if v2v else None), over))  # fmt: skip
         engine = stats.engine_summary(recent)
         if engine.decided_per_forward is not None:
             lines.append("")

@@ -48,7 +48,8 @@ log = logging.getLogger(__name__)
 
 TWILIO_PATH = "/twilio"
 PCM_PATH = "/pcm"
-DRAIN_POLL_S = 0.1
+DRAIN_POLL_S = 0.5
+"""How often a drain looks at the clock while nothing ends."""
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
 METRICS_PATH = "/metrics"
@@ -183,6 +184,8 @@ class VoiceServer:
         self.active_calls = 0
         self.waiting = 0
         """Connections waiting for their start message (not yet calls)."""
+        self._ended = asyncio.Event()
+        """Set when a call or a waiting connection ends (what `drain` waits for)."""
         self._per_address: collections.Counter[str] = collections.Counter()
         self.calls: collections.deque[CallRecord] = collections.deque(maxlen=CALL_LOG_SIZE)
 
@@ -218,8 +221,10 @@ class VoiceServer:
         `close()` then ends those with 1001."""
         self.stopping = True
         deadline = self._clock.now() + timeout_s
-        while self.active_calls + self.waiting and self._clock.now() < deadline:
-            await asyncio.sleep(DRAIN_POLL_S)
+        while self.active_calls + self.waiting and (left := deadline - self._clock.now()) > 0:
+            self._ended.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._ended.wait(), min(left, DRAIN_POLL_S))
         return self.active_calls
 
     async def close(self) -> None:
@@ -358,6 +363,7 @@ class VoiceServer:
             return
         finally:
             self.waiting -= 1
+            self._ended.set()
         if call is None:  # stop before start: nothing to do
             await self._close(ws, path, None, CloseCode.NORMAL, "stopped before start")
             return
@@ -375,6 +381,7 @@ class VoiceServer:
             code, reason = await self._converse(ws, codec, call)
         finally:
             self.active_calls -= 1
+            self._ended.set()
         await self._close(ws, path, call.call_id, code, reason)
 
     async def _await_start(self, ws: ServerConnection, codec: Codec) -> CallStarted | None:

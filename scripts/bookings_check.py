@@ -65,7 +65,7 @@ BOOKING_ROWS = "SELECT name_key, day, start, service FROM bookings ORDER BY book
 
 def new_booking_rows(shop: Path | str, seeded: int) -> list[BookingKey]:
     """The bookings rows after the first `seeded` (those the run added), in order, from
-    a SQLite file or a `postgresql://` URL. Read as they are (not through `ShopDb.open`,
+    a SQLite file or a `postgresql://` URL. Read as they are (not through `open_shop`,
     which would repair the schema of a shop under examination)."""
     if isinstance(shop, str) and shop.startswith(POSTGRES_SCHEMES):
         import psycopg

@@ -37,9 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.batching import Engine
 from engine.checkpoint import Checkpoint, load
-from tools.bike_shop.db import ShopContext, ShopDb, name_key
+from tools.bike_shop.db import ShopContext, name_key
 from tools.bike_shop.pack import CONSENT, IRREVERSIBLE_CONSENT, LOOKUP_CONSENT, call_tool
 from tools.bike_shop.results import SearchResult
+from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, AgentConfig, AgentReply, ToolOutcome, prompt_budget
 from voice_agent.brain.format import AgentSay
 from voice_agent.brain.hints import SCHEMES, for_card
@@ -98,7 +99,7 @@ class Runner:
 
     def _shop(self, bookings: Sequence[Any] = ()) -> ShopContext:
         self._n += 1
-        db = ShopDb.open(self.workdir / f"shop-{self._n}.sqlite", CALL_DAY)
+        db = open_shop(self.workdir / f"shop-{self._n}.sqlite", CALL_DAY)
         with db.write() as tx:
             tx.execute("DELETE FROM bookings")  # the requested slots are free
             for b in bookings:

@@ -49,6 +49,8 @@ from websockets.asyncio.client import connect
 
 from scripts.bookings_check import bookings_check
 from scripts.calls import (
+    FIRST_GAP_S,
+    GAP_S,
     SCRIPTS,
     CallResult,
     ServerProcess,
@@ -167,6 +169,7 @@ async def run_fleet(args: argparse.Namespace, out_dir: Path) -> dict[str, object
                 "VOICE_AGENT_TELEMETRY__BROKER_URL": broker.url,
                 "VOICE_AGENT_TELEMETRY__NODE": f"worker-{i + 1}",
                 "VOICE_AGENT_SERVER__DRAIN_TIMEOUT_S": "0",
+                **dict(args.worker_env),
             }
             workers.append(ServerProcess(out_dir / f"worker-{i + 1}", env=env))
         started = time.monotonic()
@@ -179,12 +182,13 @@ async def run_fleet(args: argparse.Namespace, out_dir: Path) -> dict[str, object
         nginx.start()
         balanced = f"ws://127.0.0.1:{listen}/twilio"
 
+        pace = {"stagger_s": args.stagger_s, "first_gap_s": args.first_gap_s, "gap_s": args.gap_s}
         summary = RollingSummary(window=1000)
         host, port = "127.0.0.1", broker.port
         screen = io.StringIO()
         live_task = asyncio.create_task(watch(host, port, screen, summary=summary))
         scripts = [BOOKING_SCRIPTS[i % len(BOOKING_SCRIPTS)] for i in range(args.calls)]
-        first = asyncio.create_task(place_calls(balanced, scripts, voice, stagger_s=args.stagger_s))
+        first = asyncio.create_task(place_calls(balanced, scripts, voice, **pace))
         victim, survivor = workers[0], workers[1:]
         killed_after = await kill_moment(victim, time.monotonic() + KILL_WAIT_S)
         killed = bool(killed_after)
@@ -200,16 +204,14 @@ async def run_fleet(args: argparse.Namespace, out_dir: Path) -> dict[str, object
                 reroute_error = f"{type(exc).__name__}: {exc}"
         results = await first
         lost = [r for r in results if dropped(r)]
-        retried = await place_calls(balanced, [r.script for r in lost], voice,
-                                    stagger_s=args.stagger_s) if lost else []  # fmt: skip
+        retried = await place_calls(balanced, [r.script for r in lost], voice, **pace)
         direct: list[CallResult] = []
         through: list[CallResult] = []
         if args.compare_calls and survivor:
             compare = [BOOKING_SCRIPTS[i % len(BOOKING_SCRIPTS)]
                        for i in range(args.compare_calls)]  # fmt: skip
-            direct = await place_calls(survivor[0].twilio_url, compare, voice,
-                                       stagger_s=args.stagger_s)  # fmt: skip
-            through = await place_calls(balanced, compare, voice, stagger_s=args.stagger_s)
+            direct = await place_calls(survivor[0].twilio_url, compare, voice, **pace)  # fmt: skip
+            through = await place_calls(balanced, compare, voice, **pace)
         await asyncio.sleep(1.0)  # the last turns' telemetry
         live_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -284,9 +286,29 @@ def main(argv: list[str] | None = None) -> int:
         default=2,
         help="calls straight to the survivor, then as many through nginx (0: none)",
     )
+    p.add_argument(
+        "--first-gap-s",
+        type=float,
+        default=FIRST_GAP_S,
+        help="a caller's silence before its first line (the greeting plays)",
+    )
+    p.add_argument("--gap-s", type=float, default=GAP_S, help="between a caller's lines")
+    p.add_argument(
+        "--worker-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra environment for every worker, e.g. VOICE_AGENT_MODELS__TTS_BACKEND=espeak",
+    )
     p.add_argument("--json", type=Path, help="also write the figures here")
     p.add_argument("--out-dir", type=Path, help="workers' records (default: a temp folder)")
     args = p.parse_args(argv)
+    try:
+        args.worker_env = [tuple(item.split("=", 1)) for item in args.worker_env]
+        if any(len(pair) != 2 or not pair[0] for pair in args.worker_env):
+            raise ValueError
+    except ValueError:
+        p.error("--worker-env takes NAME=VALUE")
     if args.workers < 2:
         p.error("--workers must be at least 2 (one is killed)")
     if args.calls < 1 or args.compare_calls < 0:

@@ -8,13 +8,22 @@ Invalid values fail at start with `ConfigError`, whose message names each bad fi
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -48,8 +57,22 @@ class ServerSettings(_Section):
         4,
         ge=1,
         description="connections from one non-loopback address (waiting or in a "
-        "call); more get 1013. A local proxy's connections are exempt",
+        "call); more get 1013. Behind a trusted proxy the address is the caller's, from "
+        "X-Forwarded-For; a loopback peer without it is exempt",
     )
+    trusted_proxies: tuple[str, ...] = Field(
+        ("127.0.0.1", "::1"),
+        description="peers whose X-Forwarded-For names the caller's address (a local "
+        "nginx); () trusts no header",
+    )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _addresses(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        for value in values:
+            ipaddress.ip_address(value)  # its ValueError names the bad one
+        return values
+
     max_message_bytes: int = Field(
         64 * 1024, ge=1024, description="largest websocket message accepted (close 1009)"
     )

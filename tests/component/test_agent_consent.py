@@ -13,8 +13,9 @@ import pytest
 
 from engine.tokenizer import TextTokenizer
 from tests.unit.test_agent import MONDAY_10AM, ScriptedEngine, call, run, say
-from tools.bike_shop.db import ShopContext, ShopDb
+from tools.bike_shop.db import ShopContext
 from tools.bike_shop.pack import CONSENT
+from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, DegradeKind, ReplyKind
 from voice_agent.brain.hints import CallerHints
 
@@ -33,7 +34,7 @@ def hints() -> CallerHints:
 
 @pytest.fixture
 def shop(tmp_path: Path) -> Iterator[ShopContext]:
-    db = ShopDb.open(tmp_path / "shop.sqlite", MONDAY_10AM.date())
+    db = open_shop(tmp_path / "shop.sqlite", MONDAY_10AM.date())
     yield ShopContext(db, lambda: MONDAY_10AM)
     db.close()
 

@@ -18,8 +18,9 @@ import pytest
 
 from engine.batching import Engine
 from engine.checkpoint import Checkpoint, load
-from tools.bike_shop.db import ShopContext, ShopDb
+from tools.bike_shop.db import ShopContext
 from tools.bike_shop.schemas import ARGUMENT_MODELS
+from tools.bike_shop.shop import open_shop
 from tools.bike_shop.timewords import resolve_day
 from voice_agent.agent import Agent, AgentConfig, AgentReply, DegradeKind, ToolOutcome
 
@@ -46,7 +47,7 @@ def ck() -> Checkpoint:
 
 @pytest.fixture
 def shop(tmp_path: Path) -> Iterator[ShopContext]:
-    db = ShopDb.open(tmp_path / "shop.sqlite", MONDAY_10AM.date())
+    db = open_shop(tmp_path / "shop.sqlite", MONDAY_10AM.date())
     yield ShopContext(db, lambda: MONDAY_10AM)
     db.close()
 

@@ -16,7 +16,7 @@ import pytest
 
 from tools.bike_shop import catalogue
 from tools.bike_shop.catalogue import OrderState
-from tools.bike_shop.db import ShopContext, ShopDb
+from tools.bike_shop.db import ShopContext
 from tools.bike_shop.pack import call_tool
 from tools.bike_shop.results import (
     Availability,
@@ -33,6 +33,7 @@ from tools.bike_shop.results import (
     ToolResult,
     to_dict,
 )
+from tools.bike_shop.shop import open_shop
 from tools.bike_shop.timewords import resolve_day
 
 MONDAY_10AM = datetime(2025, 6, 2, 10, 0)
@@ -46,7 +47,7 @@ class Shop:
 
     def __init__(self, where: Path | str, now: datetime) -> None:
         self.where, self.now = where, now
-        self.db = ShopDb.open(where, now.date())
+        self.db = open_shop(where, now.date())
         self.ctx = ShopContext(self.db, lambda: self.now)
 
     def call(self, tool: str, **args: Any) -> Any:
@@ -87,7 +88,7 @@ def stock(shop: Shop, product_id: str) -> int:
 
 
 def test_seed_is_created_once(shop_where: Path | str) -> None:
-    first = ShopDb.open(shop_where, date(2025, 6, 2))
+    first = open_shop(shop_where, date(2025, 6, 2))
     first.close()
     again = Shop(shop_where, datetime(2025, 7, 1, 9))  # a later day must not reseed
     assert again.rows("SELECT count(*) FROM products") == [(len(catalogue.PRODUCTS),)]
@@ -345,7 +346,7 @@ def race(*calls: Callable[[], ToolResult]) -> list[ToolResult | ToolError]:
 @pytest.mark.parametrize("connections", [1, 2])
 def test_two_callers_race_for_the_last_slot(shop: Shop, connections: int) -> None:
     """One shared connection (lock) or two connections (IMMEDIATE / advisory lock)."""
-    other = ShopContext(ShopDb.open(shop.where, MONDAY_10AM.date()), shop.ctx.now)
+    other = ShopContext(open_shop(shop.where, MONDAY_10AM.date()), shop.ctx.now)
     second = other if connections == 2 else shop.ctx
     for day in RACE_DAYS:
         target = resolve_day(day, MONDAY_10AM.date())
@@ -373,7 +374,7 @@ def test_concurrent_retries_of_one_booking_write_one_row(shop: Shop) -> None:
 
 
 def test_concurrent_reservations_never_oversell(shop: Shop) -> None:
-    other = ShopContext(ShopDb.open(shop.where, MONDAY_10AM.date()), shop.ctx.now)
+    other = ShopContext(open_shop(shop.where, MONDAY_10AM.date()), shop.ctx.now)
     results = race(
         lambda: call_tool("reserve_product", {"product_id": "107", "quantity": 2, "name": "a"}, shop.ctx),
         lambda: call_tool("reserve_product", {"product_id": "107", "quantity": 2, "name": "b"}, other),

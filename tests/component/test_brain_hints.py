@@ -19,7 +19,8 @@ from engine.model import DiffusionLM
 from engine.schedule import Effort
 from engine.tokenizer import TextTokenizer
 from tests.unit.test_agent import MONDAY_10AM, ScriptedEngine, run, say
-from tools.bike_shop.db import ShopContext, ShopDb
+from tools.bike_shop.db import ShopContext
+from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent
 from voice_agent.brain import callers
 from voice_agent.brain.format import AgentSay, CallerTurn, render_prompt
@@ -48,7 +49,7 @@ def hints() -> CallerHints:
 
 @pytest.fixture
 def shop(tmp_path: Path) -> Iterator[ShopContext]:
-    db = ShopDb.open(tmp_path / "shop.sqlite", MONDAY_10AM.date())
+    db = open_shop(tmp_path / "shop.sqlite", MONDAY_10AM.date())
     yield ShopContext(db, lambda: MONDAY_10AM)
     db.close()
 

@@ -21,8 +21,9 @@ from engine.constraints import CallGrammar
 from engine.generate import Request, generate
 from engine.model import DiffusionLM
 from engine.schedule import Schedule
-from tools.bike_shop.db import ShopContext, ShopDb
+from tools.bike_shop.db import ShopContext
 from tools.bike_shop.schemas import ARGUMENT_MODELS
+from tools.bike_shop.shop import open_shop
 from voice_agent.agent import (
     Agent,
     AgentConfig,
@@ -85,7 +86,7 @@ def test_the_brain_books_a_tune_up_and_relays_the_booking(tmp_path: Path) -> Non
     async def call() -> list[AgentReply]:
         engine = Engine(brain.model, brain.tokenizer.ids, max_batch=2)
         engine.start()
-        db = ShopDb.open(tmp_path / "shop.sqlite", WEDNESDAY_9AM.date())
+        db = open_shop(tmp_path / "shop.sqlite", WEDNESDAY_9AM.date())
         config = AgentConfig(max_prompt_tokens=prompt_budget(brain.card))
         agent = Agent(engine, brain.tokenizer, ShopContext(db, lambda: WEDNESDAY_9AM),
                       config=config, hints=for_card(brain.card.prompt_hints))  # fmt: skip

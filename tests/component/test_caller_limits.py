@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tools.bike_shop.db import ShopContext, ShopDb
+from tools.bike_shop.db import ShopContext
 from tools.bike_shop.pack import call_tool
 from tools.bike_shop.results import ToolError, ToolErrorKind
+from tools.bike_shop.shop import open_shop
 from tools.bike_shop.store import MAX_HOLDS_PER_CALLER, release_expired
 from tools.bike_shop.workshop import MAX_BOOKINGS_PER_CALLER
 
@@ -22,7 +23,7 @@ MONDAY_9AM = datetime(2026, 12, 7, 9, 0)
 
 @pytest.fixture
 def shop(shop_where: Path | str) -> Iterator[ShopContext]:
-    db = ShopDb.open(shop_where, MONDAY_9AM.date())
+    db = open_shop(shop_where, MONDAY_9AM.date())
     yield ShopContext(db, lambda: MONDAY_9AM, caller="phone:+15550100")
     db.close()
 

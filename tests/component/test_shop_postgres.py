@@ -18,6 +18,7 @@ from tools.bike_shop.db import DatabaseBusy, DatabaseUnavailable, ShopContext, S
 from tools.bike_shop.pack import call_tool
 from tools.bike_shop.postgres import SHOP_LOCK, redact
 from tools.bike_shop.results import Booking
+from tools.bike_shop.shop import open_shop
 
 MONDAY_10AM = datetime(2025, 6, 2, 10, 0)
 BOOK = {"name": "Ann Lee", "day": "friday", "time": "12:00", "service": "brake check"}
@@ -30,7 +31,7 @@ def url(postgres_server: PostgresServer, request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def ctx(url: str) -> Iterator[ShopContext]:
-    db = ShopDb.open(url, MONDAY_10AM.date())
+    db = open_shop(url, MONDAY_10AM.date())
     yield ShopContext(db, lambda: MONDAY_10AM, caller="phone:+15550100")
     db.close()
 
@@ -81,7 +82,7 @@ def test_the_connection_is_reopened_after_the_server_restarts(
 def test_a_server_that_is_not_there_is_a_clear_error_without_the_password() -> None:
     url = f"postgresql://shop:s3cret@127.0.0.1:{free_port()}/shop"
     with pytest.raises(DatabaseUnavailable) as info:
-        ShopDb.open(url, date(2025, 6, 2))
+        open_shop(url, date(2025, 6, 2))
     assert "127.0.0.1" in str(info.value) and "s3cret" not in str(info.value)
     assert redact(url).startswith("postgresql://shop:***@127.0.0.1:")
 
@@ -92,7 +93,7 @@ def test_two_workers_opening_a_new_database_at_once_seed_it_once(url: str) -> No
 
     def open_one() -> None:
         barrier.wait()
-        opened.append(ShopDb.open(url, MONDAY_10AM.date()))
+        opened.append(open_shop(url, MONDAY_10AM.date()))
 
     threads = [threading.Thread(target=open_one) for _ in range(3)]
     for t in threads:

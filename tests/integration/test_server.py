@@ -337,6 +337,28 @@ async def test_sockets_that_never_start_hold_no_call_slot() -> None:
         assert summary.close_code == 1000
 
 
+async def test_behind_a_local_proxy_each_callers_address_is_capped_on_its_own() -> None:
+    """Through nginx every connection comes from 127.0.0.1; the cap per address applies
+    to the address the proxy put in X-Forwarded-For, and a client's own forged entry to
+    its left changes nothing."""
+    cfg = {"max_per_address": 1, "start_timeout_s": 5.0}
+    async with running_server(EchoSession, server=cfg) as server:
+        first = {"X-Forwarded-For": "203.0.113.9"}
+        forged = {"X-Forwarded-For": "198.51.100.1, 203.0.113.9"}
+        async with connect(url(server), additional_headers=first) as held:
+            for _ in range(100):
+                if server.waiting == 1:
+                    break
+                await asyncio.sleep(0.02)
+            async with connect(url(server), additional_headers=forged) as same:
+                code, reason = await closed_with(same)
+            assert code == 1013 and "203.0.113.9" in reason
+            other = {"X-Forwarded-For": "198.51.100.1"}
+            summary, _ = await simulate_call(url(server), voiced(0.2), 8000, max_tail_s=0.3,
+                                             headers=other)  # fmt: skip
+            assert summary.close_code == 1000 and not held.close_code
+
+
 async def test_audio_faster_than_real_time_is_closed_with_4429() -> None:
     """A phone line delivers audio in real time; a client flooding it (1 s frames as fast
     as TCP takes them) would starve the other calls' recognition."""

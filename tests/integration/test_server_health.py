@@ -22,7 +22,7 @@ from websockets.exceptions import InvalidStatus
 
 from tests.fakes import settings, silence, url, voiced
 from tests.integration.test_server import closed_with, start_message
-from tools.bike_shop.db import ShopDb
+from tools.bike_shop.shop import open_shop
 from voice_agent.audio import pcm16_to_bytes
 from voice_agent.echo import EchoSession
 from voice_agent.transports.server import VoiceServer
@@ -63,7 +63,7 @@ async def test_health_and_readiness_follow_the_process_and_its_capacity() -> Non
 def test_the_database_is_not_writable_while_an_outside_process_holds_its_lock(
     tmp_path: Path,
 ) -> None:
-    db = ShopDb.open(tmp_path / "shop.sqlite", date(2026, 12, 8))
+    db = open_shop(tmp_path / "shop.sqlite", date(2026, 12, 8))
     assert db.writable()
     holding, release = threading.Event(), threading.Event()
 

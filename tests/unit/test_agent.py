@@ -23,9 +23,10 @@ import pytest
 from engine.generate import CommittedBlock, FinishReason, Generation, Request
 from engine.schedule import Effort
 from engine.tokenizer import TextTokenizer
-from tools.bike_shop.db import ShopContext, ShopDb
+from tools.bike_shop.db import ShopContext
 from tools.bike_shop.pack import call_tool
 from tools.bike_shop.results import ToolResult
+from tools.bike_shop.shop import open_shop
 from voice_agent.agent import (
     Agent,
     AgentConfig,
@@ -99,7 +100,7 @@ class ScriptedEngine:
 
 @pytest.fixture
 def shop(tmp_path: Path) -> Iterator[ShopContext]:
-    db = ShopDb.open(tmp_path / "shop.sqlite", MONDAY_10AM.date())
+    db = open_shop(tmp_path / "shop.sqlite", MONDAY_10AM.date())
     yield ShopContext(db, lambda: MONDAY_10AM)
     db.close()
 

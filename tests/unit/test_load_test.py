@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from scripts.load_test import bookings_check, proc_sample, slope_per_minute
-from tools.bike_shop.db import ShopContext, ShopDb
+from tools.bike_shop.db import ShopContext
 from tools.bike_shop.pack import call_tool
+from tools.bike_shop.shop import open_shop
 from voice_agent.turn_record import Budgets, ToolCallRecord, ToolOutcome, TurnRecord
 
 
@@ -38,7 +39,7 @@ LENA = {"name": "Lena", "day": "friday", "time": "14:00", "service": "flat repai
 def shop(tmp_path: Path) -> Iterator[tuple[Path, ShopContext, int]]:
     """A real shop file, its context at `NOW`, and how many bookings it was seeded with."""
     path = tmp_path / "shop.sqlite"
-    db = ShopDb.open(path, NOW.date())
+    db = open_shop(path, NOW.date())
     with db.read() as conn:
         seeded = conn.execute("SELECT COUNT(*) FROM bookings").fetchone()[0]
     yield path, ShopContext(db, lambda: NOW), seeded

@@ -20,7 +20,8 @@ import pytest
 
 from engine.generate import Generation, Request
 from engine.tokenizer import TextTokenizer
-from tools.bike_shop.db import ShopContext, ShopDb
+from tools.bike_shop.db import ShopContext
+from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, AgentConfig, ReplyKind
 from voice_agent.brain.format import AgentSay
 from voice_agent.brain.phrases import phrases
@@ -166,7 +167,7 @@ def tok() -> TextTokenizer:
 
 @pytest.fixture
 def shop(tmp_path: Path) -> Iterator[ShopContext]:
-    db = ShopDb.open(tmp_path / "shop.sqlite", MONDAY_10AM.date())
+    db = open_shop(tmp_path / "shop.sqlite", MONDAY_10AM.date())
     yield ShopContext(db, lambda: MONDAY_10AM)
     db.close()
 

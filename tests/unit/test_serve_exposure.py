@@ -68,3 +68,25 @@ def test_one_address_may_hold_a_few_connections_and_the_waiting_are_bounded() ->
     assert "203.0.113.9" in refusal(cfg, 0, "203.0.113.9", 2)
     assert refusal(cfg, 0, None, 50) == ""  # a loopback peer (a local proxy) is exempt
     assert "waiting to start" in refusal(cfg, 3, None, 0)
+
+
+def test_behind_a_trusted_proxy_the_callers_address_comes_from_x_forwarded_for() -> None:
+    from voice_agent.transports.server import client_address
+
+    local = ("127.0.0.1", "::1")
+    assert client_address("127.0.0.1", "203.0.113.9", local) == "203.0.113.9"
+    # a client's own entries are to the left of what the proxy saw: never chosen
+    assert client_address("127.0.0.1", "6.6.6.6, 203.0.113.9", local) == "203.0.113.9"
+    assert client_address("127.0.0.1", "203.0.113.9, 127.0.0.1", local) == "203.0.113.9"
+    assert client_address("127.0.0.1", None, local) == "127.0.0.1"  # no header: the proxy
+    assert client_address("198.51.100.7", "203.0.113.9", local) == "198.51.100.7"  # untrusted
+    assert client_address("127.0.0.1", "203.0.113.9", ()) == "127.0.0.1"  # trusts nobody
+    assert len(client_address("127.0.0.1", "x" * 5000, local) or "") == 64
+
+
+def test_trusted_proxies_must_be_addresses() -> None:
+    from voice_agent.config import ConfigError, load_settings
+
+    with pytest.raises(ConfigError) as bad:
+        load_settings(server={"trusted_proxies": ["nginx.local"]})
+    assert "trusted_proxies" in str(bad.value)

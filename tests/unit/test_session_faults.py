@@ -24,9 +24,10 @@ import pytest
 from engine.batching import EngineClosed
 from engine.generate import Generation, Request
 from engine.tokenizer import TextTokenizer
-from tools.bike_shop.db import ShopContext, ShopDb
+from tools.bike_shop.db import ShopContext
 from tools.bike_shop.pack import call_tool
 from tools.bike_shop.results import ToolResult
+from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, AgentConfig, EngineStalled, ToolOutcome
 from voice_agent.agent.tools import RunTool
 from voice_agent.brain.format import AgentCall, AgentSay, ToolResultTurn
@@ -67,7 +68,7 @@ def tok() -> TextTokenizer:
 
 @pytest.fixture
 def shop(tmp_path: Path) -> Iterator[ShopContext]:
-    db = ShopDb.open(tmp_path / "shop.sqlite", MONDAY_10AM.date())
+    db = open_shop(tmp_path / "shop.sqlite", MONDAY_10AM.date())
     yield ShopContext(db, lambda: MONDAY_10AM)
     db.close()
 

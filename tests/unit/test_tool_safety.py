@@ -33,6 +33,7 @@ from tools.bike_shop import db as shop_db
 from tools.bike_shop.db import ShopContext, ShopDb
 from tools.bike_shop.pack import TOOLS, call_tool
 from tools.bike_shop.results import Booking, Cancellation, Hours, ToolError, ToolErrorKind
+from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, AgentConfig, DegradeKind, ReplyKind, ToolOutcome
 from voice_agent.brain.phrases import phrases
 from voice_agent.events import CallStarted, Protocol
@@ -53,7 +54,7 @@ def tok() -> TextTokenizer:
 
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[ShopDb]:
-    shop = ShopDb.open(tmp_path / "shop.sqlite", MONDAY_10AM.date())
+    shop = open_shop(tmp_path / "shop.sqlite", MONDAY_10AM.date())
     yield shop
     shop.close()
 
@@ -186,7 +187,7 @@ def _tool_calls() -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
 
 @pytest.fixture(scope="module")
 def fuzz_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShopDb]:
-    shop = ShopDb.open(tmp_path_factory.mktemp("fuzz") / "shop.sqlite", MONDAY_10AM.date())
+    shop = open_shop(tmp_path_factory.mktemp("fuzz") / "shop.sqlite", MONDAY_10AM.date())
     yield shop
     shop.close()
 
@@ -291,7 +292,7 @@ def test_a_shop_file_from_before_the_caller_column_gains_it(tmp_path: Path) -> N
     assert "caller TEXT" not in old_schema
     with sqlite3.connect(path) as conn:
         conn.executescript(old_schema)
-    db = ShopDb.open(path, MONDAY_10AM.date())
+    db = open_shop(path, MONDAY_10AM.date())
     try:
         args = {"name": "Ann Lee", "day": "wednesday", "time": "10:00", "service": "brake check"}
         call_tool("book_service", args, ctx(db, ME))

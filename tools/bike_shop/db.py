@@ -1,9 +1,9 @@
 """The shop's database: schema, seed, and one locked connection per process, in SQLite
 (the embedded default) or PostgreSQL (shared by a fleet of workers).
 
-`ShopDb.open(where, today)` takes a file path (SQLite) or a `postgresql://` URL and
-creates the tables and the seed data on first use, only opening them afterwards
-(idempotent: a second open seeds nothing). The tools see one interface whatever the
+`shop.open_shop(where, today)` takes a file path (SQLite) or a `postgresql://` URL and
+creates the tables and the seed data on first use (`ShopDb.create`), only opening them
+afterwards (idempotent: a second open seeds nothing). The tools see one interface whatever the
 backend: `read()` gives a connection (`Conn`) for reads, `write()` one inside a
 transaction that is atomic against every other writer — SQLite's `IMMEDIATE` lock on the
 file, PostgreSQL's transaction-wide advisory lock on the shop (`postgres.py`) — so
@@ -206,34 +206,22 @@ class ShopDb(ABC):
     def __init__(self) -> None:
         self._lock = threading.Lock()
 
-    @staticmethod
-    def open(where: Path | str, today: date) -> ShopDb:
-        """Open (creating and seeding if new) the shop at `where`: a `postgresql://` URL
-        or a SQLite file path. Seed bookings and order dates are placed relative to
-        `today`, the shop's date when first created. The caller closes it."""
-        if isinstance(where, str) and where.startswith(POSTGRES_SCHEMES):
-            from tools.bike_shop.postgres import PostgresShopDb  # psycopg only when used
-
-            db: ShopDb = PostgresShopDb.connect(where)
-        else:
-            db = SqliteShopDb.connect(Path(where))
-        try:
-            with db.write() as tx:
-                for statement in db.schema().split(";"):
-                    if statement.strip():
-                        tx.execute(statement)
-                for table, added in (("bookings", BOOKING_COLUMNS),
-                                     ("reservations", RESERVATION_COLUMNS)):  # fmt: skip
-                    held = db.columns(tx, table)
-                    for column, sql in added.items():
-                        if column not in held:  # a database from before the column
-                            tx.execute(sql)
-                if tx.execute("SELECT 1 FROM meta WHERE key = 'seeded_on'").fetchone() is None:
-                    _seed(tx, today)
-        except BaseException:
-            db.close()
-            raise
-        return db
+    def create(self, today: date) -> None:
+        """Create the tables and seed them, unless that was done before (idempotent; one
+        writer at a time does it, so workers opening a new database together seed once).
+        Seed bookings and order dates are placed relative to `today`."""
+        with self.write() as tx:
+            for statement in self.schema().split(";"):
+                if statement.strip():
+                    tx.execute(statement)
+            for table, added in (("bookings", BOOKING_COLUMNS),
+                                 ("reservations", RESERVATION_COLUMNS)):  # fmt: skip
+                held = self.columns(tx, table)
+                for column, sql in added.items():
+                    if column not in held:  # a database from before the column
+                        tx.execute(sql)
+            if tx.execute("SELECT 1 FROM meta WHERE key = 'seeded_on'").fetchone() is None:
+                _seed(tx, today)
 
     @abstractmethod
     def schema(self) -> str:

@@ -6,7 +6,7 @@ input, so a tool call always becomes something the agent can say. Implementation
 synchronous and touch SQLite: run them off the event loop (`asyncio.to_thread`) under
 `spec.timeout_s`, and turn a timeout into an apology.
 
-    ctx = ShopContext(ShopDb.open(path, today=date.today()), now=datetime.now)
+    ctx = ShopContext(open_shop(path, today=date.today()), now=datetime.now)
     hits = call_tool("search_products", {"query": "front light"}, ctx)
     call_tool("reserve_product", {"product_id": hits.products[0].product_id, ...}, ctx)
 """

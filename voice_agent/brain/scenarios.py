@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from tools.bike_shop.db import ShopContext, ShopDb
+from tools.bike_shop.db import ShopContext
+from tools.bike_shop.shop import open_shop
 from voice_agent.brain import callers, counter_calls, lines, workshop_calls
 from voice_agent.brain.dialogues import (
     CLOCK_STEP_MIN,
@@ -134,7 +135,7 @@ def generate(seed: int, count: int, split: Split) -> Iterator[Dialogue]:
         for index in range(count):
             rng = random.Random(f"{seed}:{split.value}:{index}")
             now = _now(rng)
-            db = ShopDb.open(Path(tmp) / f"{index}.sqlite", now.date())
+            db = open_shop(Path(tmp) / f"{index}.sqlite", now.date())
             try:
                 sim = Sim(rng, split, ShopContext(db, _clock(now)), f"{split.value}-{seed}-{index}")
                 play_call(sim)

@@ -24,6 +24,7 @@ from engine.batching import Engine
 from engine.checkpoint import Checkpoint, load
 from tools.bike_shop.db import ShopContext, ShopDb
 from tools.bike_shop.pack import CONSENT, call_tool
+from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, AgentConfig, prompt_budget
 from voice_agent.agent.tools import RunTool
 from voice_agent.audio import PHONE_RATE_HZ
@@ -127,7 +128,7 @@ class Pipeline:
             self._synth = await asyncio.to_thread(default_synthesizer, cfg.models.tts_backend)
         url = cfg.tools.database_url
         where = url.get_secret_value() if url is not None else cfg.pipeline.shop_db
-        self._shop = await asyncio.to_thread(ShopDb.open, where, self._shop_now().date())
+        self._shop = await asyncio.to_thread(open_shop, where, self._shop_now().date())
         await self.phrase_cache(PHONE_RATE_HZ).warm_async(phrases().all())
         await self._start_telemetry()
         budget = prompt_budget(self._checkpoint.card)

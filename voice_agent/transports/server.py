@@ -12,7 +12,7 @@ import contextlib
 import ipaddress
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Protocol
@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 
 TWILIO_PATH = "/twilio"
 PCM_PATH = "/pcm"
+MAX_ADDRESS_CHARS = 64
+"""An X-Forwarded-For hop longer than any address is cut (it only keys a counter)."""
 DRAIN_POLL_S = 0.5
 """How often a drain looks at the clock while nothing ends."""
 HEALTH_PATH = "/healthz"
@@ -114,6 +116,23 @@ def refusal(cfg: ServerSettings, waiting: int, address: str | None, open_here: i
 def _peer_address(ws: ServerConnection) -> str | None:
     peer = ws.remote_address
     return str(peer[0]) if isinstance(peer, tuple) and peer else None
+
+
+def client_address(
+    peer: str | None, forwarded_for: str | None, trusted: Iterable[str]
+) -> str | None:
+    """The caller's address: the peer's, or, when the peer is a trusted proxy that sent
+    X-Forwarded-For, the nearest hop in it that is not itself a trusted proxy. Read from
+    the right: a proxy appends the address it saw, so entries a client wrote itself are
+    further left and never chosen."""
+    proxies = set(trusted)
+    if peer is None or peer not in proxies or not forwarded_for:
+        return peer
+    hops = [hop.strip() for hop in forwarded_for.split(",") if hop.strip()]
+    for hop in reversed(hops):
+        if hop not in proxies:
+            return hop[:MAX_ADDRESS_CHARS]
+    return peer
 
 
 def is_loopback(host: str) -> bool:
@@ -317,7 +336,12 @@ class VoiceServer:
         has few open; it takes a call slot only once its start (and token) arrived, so
         sockets that never start cannot hold the calls' slots."""
         path = urlsplit(ws.request.path if ws.request else "").path
-        peer = _peer_address(ws)
+        headers = ws.request.headers if ws.request else None
+        peer = client_address(
+            _peer_address(ws),
+            ",".join(headers.get_all("X-Forwarded-For")) if headers is not None else None,
+            self.settings.server.trusted_proxies,
+        )
         capped = peer if peer is not None and not is_loopback(peer) else None
         open_here = self._per_address[capped] if capped else 0
         why = refusal(self.settings.server, self.waiting, capped, open_here)

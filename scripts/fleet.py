@@ -64,6 +64,7 @@ from tools.bike_shop.catalogue import SEED_BOOKINGS
 from voice_agent.deploy import Worker, nginx_config
 from voice_agent.reports.live import RollingSummary, watch
 from voice_agent.speech import Synthesizer, default_synthesizer
+from voice_agent.telemetry.publisher import BrokerAddress
 from voice_agent.turn_record import ToolOutcome, TurnRecord, read_jsonl
 
 BOOKING_SCRIPTS = tuple(s for s in SCRIPTS if any("book" in line.lower() for line in s))
@@ -186,7 +187,8 @@ async def run_fleet(args: argparse.Namespace, out_dir: Path) -> dict[str, object
         summary = RollingSummary(window=1000)
         host, port = "127.0.0.1", broker.port
         screen = io.StringIO()
-        live_task = asyncio.create_task(watch(host, port, screen, summary=summary))
+        address = BrokerAddress(host, port)
+        live_task = asyncio.create_task(watch(address, screen, summary=summary))
         scripts = [BOOKING_SCRIPTS[i % len(BOOKING_SCRIPTS)] for i in range(args.calls)]
         first = asyncio.create_task(place_calls(balanced, scripts, voice, **pace))
         victim, survivor = workers[0], workers[1:]

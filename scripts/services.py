@@ -63,6 +63,12 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes] | None, what: str, log: 
     raise RuntimeError(f"{what} did not listen on {port} in {START_TIMEOUT_S:g} s:\n{_tail(log)}")
 
 
+def _checked(argv: list[str]) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{argv[0]} failed: {done.stderr or done.stdout}")
+
+
 def _tail(log: Path) -> str:
     try:
         return "\n".join(log.read_text(errors="replace").splitlines()[-20:])
@@ -158,18 +164,38 @@ class Nginx:
 
 
 class Broker:
-    """mosquitto with persistence (a persistent subscriber's queue survives a restart)."""
+    """mosquitto with persistence (a persistent subscriber's queue survives a restart).
+    With `users` ({name: password}) it refuses anonymous clients; with `tls` it speaks
+    only TLS, its certificate (made here, for 127.0.0.1) being its own CA: `ca_file`."""
 
-    def __init__(self, folder: Path, port: int | None = None) -> None:
+    def __init__(self, folder: Path, port: int | None = None,
+                 users: dict[str, str] | None = None, tls: bool = False) -> None:  # fmt: skip
         self.folder = folder
         self.port = port or free_port()
-        self.url = f"mqtt://127.0.0.1:{self.port}"
+        self.url = f"{'mqtts' if tls else 'mqtt'}://127.0.0.1:{self.port}"
         self.config = folder / "mosquitto.conf"
-        self.config.write_text(
-            f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
-            f"persistence true\npersistence_location {folder}/\n"
-            f"log_dest file {folder}/mosquitto.log\n"
-        )
+        lines = [f"listener {self.port} 127.0.0.1", "persistence true",
+                 f"persistence_location {folder}/",
+                 f"log_dest file {folder}/mosquitto.log"]  # fmt: skip
+        if os.geteuid() == 0:  # stay root: its own user cannot read a root-only folder
+            lines.append("user root")
+        if users:
+            passwords = folder / "passwords"
+            passwords.touch(mode=0o600)
+            for name, password in users.items():
+                _checked(["mosquitto_passwd", "-b", str(passwords), name, password])
+            lines += ["allow_anonymous false", f"password_file {passwords}"]
+        else:
+            lines.append("allow_anonymous true")
+        self.ca_file: Path | None = None
+        if tls:
+            key, cert = folder / "broker.key", folder / "broker.pem"
+            _checked(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                      "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
+                      "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])  # fmt: skip
+            lines += [f"certfile {cert}", f"keyfile {key}"]
+            self.ca_file = cert
+        self.config.write_text("\n".join(lines) + "\n")
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:

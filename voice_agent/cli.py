@@ -233,8 +233,10 @@ def _live(args: argparse.Namespace) -> int:
     from voice_agent.telemetry.publisher import BrokerAddress
 
     try:
-        broker = BrokerAddress.parse(args.mqtt)
-    except ValueError as exc:
+        cfg = load_settings(args.config).telemetry
+        password = cfg.password.get_secret_value() if cfg.password is not None else None
+        broker = BrokerAddress.parse(args.mqtt, cfg.username, password, cfg.ca_file)
+    except (ValueError, ConfigError) as exc:
         print(f"voice-agent report: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.window < 1 or args.refresh_s <= 0:
@@ -242,7 +244,7 @@ def _live(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from voice_agent.reports.live import watch
 
-    asyncio.run(watch(broker.host, broker.port, sys.stdout, window=args.window,
+    asyncio.run(watch(broker, sys.stdout, window=args.window,
                       refresh_s=args.refresh_s, duration_s=args.duration_s))  # fmt: skip
     return 0
 
@@ -251,17 +253,18 @@ async def _serve(settings: Settings, *, echo: bool = False) -> int:
     from voice_agent.echo import EchoSession
     from voice_agent.pipeline import Pipeline
     from voice_agent.telemetry.metrics import Metrics
-    from voice_agent.transports.server import open_endpoints
+    from voice_agent.transports.server import open_endpoints, open_telemetry
 
-    open_to_all = open_endpoints(settings)
+    open_to_all = open_endpoints(settings) + open_telemetry(settings)
     if open_to_all and not settings.server.insecure:
-        print(f"voice-agent serve: refusing to serve {settings.server.host} open to anyone: "
-              f"{'; '.join(open_to_all)}. Use a loopback host, set the auth, or pass "
-              "--insecure for lab use.", file=sys.stderr)  # fmt: skip
+        print(f"voice-agent serve: refusing to serve {settings.server.host} unprotected: "
+              f"{'; '.join(open_to_all)}. Use a loopback host, set the auth (or TLS and "
+              "a login for the broker), or pass --insecure for lab use.",
+              file=sys.stderr)  # fmt: skip
         return EXIT_USAGE
     for problem in open_to_all:
         logging.getLogger("voice_agent.serve").warning(
-            "INSECURE: %s on %s; anyone who reaches it can call in", problem, settings.server.host
+            "INSECURE: %s (serving %s)", problem, settings.server.host
         )
 
     async with contextlib.AsyncExitStack() as stack:

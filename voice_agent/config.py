@@ -281,7 +281,16 @@ class TelemetrySettings(_Section):
     The pipeline never waits on the broker: events go through a bounded buffer."""
 
     broker_url: str | None = Field(
-        None, description="mqtt://HOST[:PORT]; None publishes nothing", pattern=r"^mqtt://"
+        None,
+        description="mqtt://HOST[:PORT], or mqtts:// for TLS; None publishes nothing",
+        pattern=r"^mqtts?://",
+    )
+    username: str | None = Field(None, min_length=1, description="the broker login's user")
+    password: SecretStr | None = Field(
+        None, description="its password (better in VOICE_AGENT_TELEMETRY__PASSWORD)"
+    )
+    ca_file: Path | None = Field(
+        None, description="mqtts://: trust only this CA bundle (PEM) instead of the system's"
     )
     node: str = Field(
         default_factory=socket.gethostname,

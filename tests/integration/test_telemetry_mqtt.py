@@ -219,7 +219,7 @@ async def test_the_live_view_summarizes_published_turns(broker: Broker) -> None:
     pub = publisher(broker)
     telemetry = CallTelemetry("n1", pub, lambda: 1.7e9)
     out, summary = io.StringIO(), RollingSummary(window=5)
-    viewer = asyncio.create_task(watch("127.0.0.1", broker.port, out, refresh_s=0.05,
+    viewer = asyncio.create_task(watch(BrokerAddress("127.0.0.1", broker.port), out, refresh_s=0.05,
                                        duration_s=WAIT_S, summary=summary))  # fmt: skip
     await pub.start()
     async with asyncio.timeout(WAIT_S):

@@ -4,6 +4,7 @@ it unless told `--insecure` (then it says so loudly)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -34,6 +35,28 @@ def test_every_enabled_endpoint_needs_auth_off_loopback() -> None:
     assert open_endpoints(pcm_off) == []
     full = settings(server={"host": "0.0.0.0"}, auth={"twilio_auth_token": "t", "pcm_secret": "p"})
     assert open_endpoints(full) == []
+
+
+def test_telemetry_to_another_host_needs_tls_and_a_login() -> None:
+    from voice_agent.transports.server import open_telemetry
+
+    assert open_telemetry(settings()) == []  # no broker
+    assert open_telemetry(settings(telemetry={"broker_url": "mqtt://127.0.0.1"})) == []
+    clear = open_telemetry(settings(telemetry={"broker_url": "mqtt://mq.internal"}))
+    assert len(clear) == 2 and "in the clear" in clear[0] and "anonymously" in clear[1]
+    safe = settings(telemetry={"broker_url": "mqtts://mq.internal", "username": "agent",
+                               "password": "p"})  # fmt: skip
+    assert open_telemetry(safe) == []
+
+
+def test_serve_refuses_telemetry_in_the_clear_to_another_host() -> None:
+    refused = subprocess.run(
+        [sys.executable, "-m", "voice_agent.cli", "serve", "--echo", "--port", "0"],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "VOICE_AGENT_TELEMETRY__BROKER_URL": "mqtt://192.0.2.10"},
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "telemetry goes to 192.0.2.10 in the clear" in refused.stderr
 
 
 def test_serve_refuses_an_open_public_address_and_insecure_says_so() -> None:

@@ -151,8 +151,10 @@ class Pipeline:
             ) from None
         config = PublisherConfig(buffer_size=cfg.buffer_size, close_timeout_s=cfg.close_timeout_s)
         offline = status(cfg.node, NodeState.OFFLINE, time.time())
+        password = cfg.password.get_secret_value() if cfg.password is not None else None
+        broker = BrokerAddress.parse(cfg.broker_url, cfg.username, password, cfg.ca_file)
         self._publisher = MqttPublisher(
-            BrokerAddress.parse(cfg.broker_url),
+            broker,
             config,
             will=offline,
             on_connect=status(cfg.node, NodeState.ONLINE, time.time()),

@@ -13,12 +13,15 @@ import asyncio
 import collections
 import contextlib
 import logging
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from voice_agent.reports import stats
 from voice_agent.reports.document import ms
 from voice_agent.telemetry import topics
 from voice_agent.turn_record import Stage, TurnRecord
+
+if TYPE_CHECKING:
+    from voice_agent.telemetry.publisher import BrokerAddress
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +120,7 @@ class RollingSummary:
 
 
 async def watch(
-    host: str,
-    port: int,
+    broker: BrokerAddress,
     out: TextIO,
     *,
     window: int = 200,
@@ -137,7 +139,7 @@ async def watch(
     try:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(duration_s):
-                await _subscribe(host, port, topic_filter, summary, changed)
+                await _subscribe(broker, topic_filter, summary, changed)
     finally:
         painter.cancel()
         await asyncio.gather(painter, return_exceptions=True)
@@ -146,14 +148,14 @@ async def watch(
 
 
 async def _subscribe(
-    host: str, port: int, topic_filter: str, summary: RollingSummary, changed: asyncio.Event
+    broker: BrokerAddress, topic_filter: str, summary: RollingSummary, changed: asyncio.Event
 ) -> None:
     import aiomqtt
 
     backoff_s = RECONNECT_MIN_S
     while True:
         try:
-            async with aiomqtt.Client(host, port, timeout=3.0, keepalive=10) as client:
+            async with broker.client(timeout=3.0, keepalive=10) as client:
                 backoff_s = RECONNECT_MIN_S
                 await client.subscribe(topic_filter, qos=topics.AT_LEAST_ONCE)
                 async for message in client.messages:
@@ -161,7 +163,8 @@ async def _subscribe(
                         summary.add_payload(bytes(message.payload))
                         changed.set()
         except aiomqtt.MqttError as exc:
-            log.info("live view: broker %s:%d: %s; retrying in %.1f s", host, port, exc, backoff_s)
+            log.info("live view: broker %s:%d: %s; retrying in %.1f s", broker.host, broker.port,
+                     exc, backoff_s)  # fmt: skip
         await asyncio.sleep(backoff_s)
         backoff_s = min(2 * backoff_s, RECONNECT_MAX_S)
 

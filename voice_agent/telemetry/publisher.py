@@ -35,9 +35,11 @@ import asyncio
 import collections
 import contextlib
 import logging
+import ssl
 import uuid
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -48,26 +50,57 @@ from voice_agent.telemetry.topics import Message
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 1883
+TLS_PORT = 8883
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerAddress:
+    """Where the broker is and how to log in: `mqtt://` in the clear, `mqtts://` over TLS
+    (the server's certificate checked against the system's CAs, or `ca_file`). The
+    credentials never come from the URL (URLs end up in logs)."""
+
     host: str
     port: int = DEFAULT_PORT
+    tls: bool = False
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    ca_file: Path | None = None
 
     @classmethod
-    def parse(cls, url: str) -> BrokerAddress:
-        """`mqtt://HOST[:PORT]`. Raises ValueError for anything else."""
+    def parse(cls, url: str, username: str | None = None, password: str | None = None,
+              ca_file: Path | None = None) -> BrokerAddress:  # fmt: skip
+        """`mqtt://HOST[:PORT]` or `mqtts://HOST[:PORT]`. Raises ValueError for anything
+        else, credentials in the URL included."""
         parts = urlsplit(url)
-        if parts.scheme != "mqtt" or not parts.hostname:
-            raise ValueError(f"broker URL must be mqtt://HOST[:PORT], got {url!r}")
+        if parts.scheme not in ("mqtt", "mqtts") or not parts.hostname:
+            raise ValueError(f"broker URL must be mqtt[s]://HOST[:PORT], got {url!r}")
         if parts.path not in ("", "/") or parts.query or parts.username:
-            raise ValueError(f"broker URL takes only a host and a port: {url!r}")
+            raise ValueError(
+                f"broker URL takes only a host and a port (credentials go in [telemetry] "
+                f"username and password): {parts.scheme}://{parts.hostname}..."
+            )
+        tls = parts.scheme == "mqtts"
         try:
-            port = parts.port or DEFAULT_PORT
+            port = parts.port or (TLS_PORT if tls else DEFAULT_PORT)
         except ValueError:
             raise ValueError(f"bad port in broker URL {url!r}") from None
-        return cls(parts.hostname, port)
+        if ca_file is not None and not tls:
+            raise ValueError("a CA file is for mqtts:// brokers only")
+        if password is not None and username is None:
+            raise ValueError("a broker password needs a username")
+        return cls(parts.hostname, port, tls, username, password, ca_file)
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """For mqtts://: the system's CAs, or only `ca_file`'s; host names checked."""
+        if not self.tls:
+            return None
+        return ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
+
+    def client(self, **options: Any) -> aiomqtt.Client:
+        """An aiomqtt client for this broker (`options`: identifier, will, timeouts)."""
+        return aiomqtt.Client(self.host, self.port, username=self.username,
+                              password=self.password, tls_context=self.tls_context(),
+                              **options)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,9 +254,7 @@ class MqttPublisher:
         if self._will is not None:
             w = self._will
             will = aiomqtt.Will(w.topic, w.payload, w.qos, w.retain)
-        return aiomqtt.Client(
-            self.broker.host,
-            self.broker.port,
+        return self.broker.client(
             identifier=self._client_id,
             will=will,
             timeout=self.config.connect_timeout_s,

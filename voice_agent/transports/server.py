@@ -161,6 +161,26 @@ def open_endpoints(settings: Settings) -> list[str]:
     return problems
 
 
+def open_telemetry(settings: Settings) -> list[str]:
+    """Why the call events (what callers asked, their numbers in call ids, and with
+    `record_text` their words) would cross the network unprotected: a broker on another
+    host reached in the clear (mqtt://) or without a login; [] when safe."""
+    cfg = settings.telemetry
+    if cfg.broker_url is None:
+        return []
+    parts = urlsplit(cfg.broker_url)
+    host = parts.hostname or ""
+    if is_loopback(host):
+        return []
+    problems = []
+    if parts.scheme != "mqtts":
+        problems.append(f"telemetry goes to {host} in the clear (use mqtts://)")
+    if cfg.username is None:
+        problems.append(f"telemetry logs in to {host} anonymously (set telemetry.username "
+                        "and telemetry.password)")  # fmt: skip
+    return problems
+
+
 class MetricsSink(Protocol):
     """Where the server counts what it refuses and closes (`telemetry.metrics.Metrics`)."""
 

@@ -5,9 +5,9 @@ from one monotonic clock by `voice_agent.latency.TurnTracker`. Durations are der
 from the timestamps, never stored apart from them.
 
 JSON lines: a turn is one line of JSON (`to_json_line`, no newline inside), appended to
-a file per process (`append_jsonl`). The line holds every field of `TurnRecord` (enums as
-their string values, tuples as lists) and `durations_ms`, the derived durations written
-for readers that do not load this module; `from_json_line` ignores it. `schema_version`
+a file per process (`pipeline.records.RecordWriter`). The line holds every field of
+`TurnRecord` (enums as their string values, tuples as lists) and `durations_ms`, the
+derived durations written for readers that do not load this module; `from_json_line` ignores it. `schema_version`
 says which layout a line has; a reader refuses other versions rather than misread them.
 
 Tool calls carry the arguments the tool was run with (validated, JSON values), so a
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -342,29 +341,23 @@ RECORDS_MODE = 0o600
 """Turn records can hold what callers said: readable by the server's user only."""
 
 
-def append_jsonl(path: Path, record: TurnRecord) -> None:
-    """Append `record` as one line to `path` (created with its folder if missing, the
-    file with RECORDS_MODE)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, RECORDS_MODE)
-    with os.fdopen(fd, "a", encoding="utf-8") as out:
-        out.write(record.to_json_line() + "\n")
-
-
 def read_jsonl(path: Path) -> list[TurnRecord]:
-    """Every record in `path`, skipping blank lines. A last line with no newline that does
-    not parse is a write cut short (the server was killed mid-line): it is skipped with a
-    warning naming it. Any other bad line raises ValueError naming the line."""
-    text = path.read_text(encoding="utf-8")
-    lines = text.splitlines()
+    """Every record in `path`, skipping blank lines. A line that is not JSON at all is a
+    write cut short (the server was killed mid-line; the next writer starts a new line
+    after it): it is skipped with a warning naming it. A JSON line that is not a valid
+    record raises ValueError naming the line."""
+    text = path.read_text(encoding="utf-8", errors="replace")
     records = []
-    for number, line in enumerate(lines, 1):
-        if line.strip():
-            try:
-                records.append(TurnRecord.from_json_line(line))
-            except ValueError as exc:
-                if number == len(lines) and not text.endswith("\n"):
-                    _log.warning("%s:%d: skipped a torn last line (%s)", path, number, exc)
-                    continue
-                raise ValueError(f"{path}:{number}: {exc}") from None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            json.loads(line)
+        except json.JSONDecodeError as exc:
+            _log.warning("%s:%d: skipped a torn line (%s)", path, number, exc)
+            continue
+        try:
+            records.append(TurnRecord.from_json_line(line))
+        except ValueError as exc:
+            raise ValueError(f"{path}:{number}: {exc}") from None
     return records

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -37,12 +36,13 @@ from voice_agent.hearing.asr import AsrWorker
 from voice_agent.hearing.endpoint import SmartTurnModel, TurnModelWorker
 from voice_agent.hearing.listener import Listener
 from voice_agent.hearing.settings import asr_config, streaming_config, turn_config
+from voice_agent.pipeline.records import RecordWriter
 from voice_agent.pipeline.session import PipelineSession
 from voice_agent.speech import PhraseCache, SynthesisGate, Synthesizer, default_synthesizer
 from voice_agent.telemetry import CallTelemetry, NodeState
 from voice_agent.telemetry.metrics import Metrics
 from voice_agent.telemetry.topics import status
-from voice_agent.turn_record import Budgets, ToolCallRecord, TurnRecord, append_jsonl
+from voice_agent.turn_record import Budgets, ToolCallRecord, TurnRecord
 
 if TYPE_CHECKING:
     from voice_agent.telemetry.publisher import MqttPublisher
@@ -99,7 +99,8 @@ class Pipeline:
         self._end_of_turn: TurnModelWorker | None = None
         self._shop: ShopDb | None = None
         self._phrases: dict[int, PhraseCache] = {}
-        self._records_lock = threading.Lock()
+        records = settings.pipeline.records
+        self._records = RecordWriter(records) if records is not None else None
         self._active_calls = 0
         self._publisher: MqttPublisher | None = None
         self.metrics = Metrics(settings.telemetry.node)
@@ -164,6 +165,8 @@ class Pipeline:
         self.telemetry = CallTelemetry(cfg.node, self._publisher, time.time)
 
     async def close(self) -> None:
+        if self._records is not None and not await asyncio.to_thread(self._records.close):
+            log.error("turn records: some were still waiting for the disk at close")
         if self._publisher is not None:
             await self._publisher.close()
             log.info("telemetry: %s", self._publisher.stats)
@@ -277,19 +280,14 @@ class Pipeline:
             self.telemetry.tool_called(call_id, turn, call)
 
     def write_record(self, record: TurnRecord) -> None:
-        """Append the turn's record to `[pipeline] records` (if set) and publish it
-        (telemetry); never raises, never waits on the broker."""
+        """Queue the turn's record for `[pipeline] records` (if set; written by its own
+        thread) and publish it (telemetry); never raises, never waits on the disk or the
+        broker."""
         self.metrics.turn(record)
         if self.telemetry is not None:
             self.telemetry.turn_completed(record)
-        path = self.settings.pipeline.records
-        if path is None:
-            return
-        try:
-            with self._records_lock:
-                append_jsonl(path, record)
-        except OSError:
-            log.exception("cannot write the turn record to %s", path)
+        if self._records is not None:
+            self._records.write(record)
 
     def new_session(self) -> PipelineSession:
         """A session for one call (the server's session factory)."""

@@ -7,8 +7,9 @@ from the timestamps, never stored apart from them.
 JSON lines: a turn is one line of JSON (`to_json_line`, no newline inside), appended to
 a file per process (`pipeline.records.RecordWriter`). The line holds every field of
 `TurnRecord` (enums as their string values, tuples as lists) and `durations_ms`, the
-derived durations written for readers that do not load this module; `from_json_line` ignores it. `schema_version`
-says which layout a line has; a reader refuses other versions rather than misread them.
+derived durations written for readers that do not load this module; `from_json_line`
+ignores it. `schema_version` says which layout a line has; a reader refuses other
+versions rather than misread them.
 
 Tool calls carry the arguments the tool was run with (validated, JSON values), so a
 reader can tell an identical retry from a second request (scripts/load_test.py checks

@@ -15,6 +15,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -371,3 +372,41 @@ def test_the_model_cannot_choose_the_identity(tok: TextTokenizer, db: ShopDb) ->
     assert info.value.kind is ToolErrorKind.INVALID_ARGUMENTS
     agent = Agent(ScriptedEngine(tok), tok, replace(ctx(db, None)))
     assert agent.tools.caller is not None and agent.tools.caller.startswith("anonymous:")
+
+
+def test_tools_run_on_their_own_threads_while_the_default_pool_is_full(
+    tok: TextTokenizer, db: ShopDb
+) -> None:
+    """The loop's default pool (asyncio.to_thread: hint encoding, synthesis) all busy: a
+    tool call still runs and answers in time, on a thread of the tools' own pool."""
+    booking = {"name": "ann lee", "day": "wednesday", "time": "10:00", "service": "brake check"}
+    threads: list[str] = []
+
+    def recording(name: str, args: Mapping[str, Any], c: ShopContext) -> Any:
+        threads.append(threading.current_thread().name)
+        return call_tool(name, args, c)
+
+    agent = Agent(
+        ScriptedEngine(tok, call(tok, "book_service", **booking), say(tok, "Booked.")),
+        tok,
+        ctx(db, ME),
+        run_tool=recording,
+        config=AgentConfig(tool_timeout_s=1.0),
+    )
+    release = threading.Event()
+
+    async def busy_pool_then_tool() -> Any:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(2))
+        blockers = [asyncio.to_thread(release.wait, 10) for _ in range(4)]
+        held = asyncio.gather(*blockers)
+        try:
+            return await asyncio.wait_for(agent.respond("book me, ann lee"), 5)
+        finally:
+            release.set()
+            await held
+
+    reply = asyncio.run(busy_pool_then_tool())
+    assert (reply.kind, reply.text) == (ReplyKind.SAY, "Booked.")
+    assert [c.outcome for c in reply.tool_calls] == [ToolOutcome.OK]
+    assert threads and all(name.startswith("tool") for name in threads)

@@ -24,6 +24,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, cast, get_args
 
@@ -81,6 +82,25 @@ class ToolRun:
 
 class _Discarded(Exception):
     """The turn was cancelled before the worker started the tool."""
+
+
+TOOL_THREADS = 8
+"""Tool calls running at once in the process: a stuck tool holds one until its database
+wait ends (`tools.bike_shop.db.BUSY_TIMEOUT_S`), so eight stuck tools leave nothing else
+waiting."""
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def tool_executor() -> ThreadPoolExecutor:
+    """The process's threads for tool calls, apart from the event loop's default pool
+    (which `asyncio.to_thread` shares with the caller-hint encoder, TTS and the rest): a
+    tool stuck on its database cannot delay any of those, nor they a tool."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="tool")
+        return _executor
 
 
 class ToolRunner:
@@ -163,7 +183,7 @@ class ToolRunner:
 
         # Submitted to the pool now (not on a later loop step, as `to_thread` would be),
         # so the discard flag alone decides whether a queued tool starts.
-        job = asyncio.get_running_loop().run_in_executor(None, work)
+        job = asyncio.get_running_loop().run_in_executor(tool_executor(), work)
         timeout_s = self.timeout_for(call.tool)
         try:
             try:

@@ -6,7 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(chromium espeak-ng flite libportaudio2 mosquitto nginx postgresql sox)
+# pulseaudio, pulseaudio-utils, libasound2-plugins: the microphone demo's test runs through
+# real PortAudio into a PulseAudio server with virtual devices (tests/e2e/test_mic_devices.py).
+APT_PACKAGES=(chromium espeak-ng flite libasound2-plugins libportaudio2 mosquitto nginx
+    postgresql pulseaudio pulseaudio-utils sox)
 VENV=.venv
 PYTHON=${PYTHON:-python3.11}
 

@@ -201,6 +201,12 @@ class HearingSettings(_Section):
     hotwords: str | None = Field(None, description="product names to favour")
     max_pending: int = Field(4, ge=1, description="decodes queued on the shared worker")
     cache_dir: Path | None = Field(None, description="where Whisper base's halves are joined")
+    max_turn_s: float = Field(
+        30.0,
+        ge=0,
+        description="a turn this long is ended where it is (a monologue, music on the "
+        "line), so its final stays short and other calls' finals do not wait; 0: no limit",
+    )
 
     @model_validator(mode="after")
     def _hysteresis(self) -> HearingSettings:

@@ -206,8 +206,8 @@ async def test_the_pipeline_goes_on_without_its_broker(tmp_path: Path) -> None:
     pipeline.write_record(slow_turn())
     pipeline.call_ended("CA1", 1)
     assert pipeline.active_calls == 0
+    await pipeline.close()  # the records' writer thread has written what it was given
     assert read_jsonl(records) == [slow_turn()]
-    await pipeline.close()
     assert pipeline._publisher is not None
     stats = pipeline._publisher.stats
     assert stats.delivered == 0 and stats.accepted == 7  # 6 events + offline at close

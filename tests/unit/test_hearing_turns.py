@@ -272,3 +272,20 @@ def test_semantic_asks_again_after_an_unfinished_answer_and_ends_when_finished()
     assert detector.verdict(10 * FRAME_MS, 0.9) == [
         SpeechEnded(start_ms=0, end_ms=10 * FRAME_MS, detected_ms=19 * FRAME_MS)
     ]
+
+
+def test_a_turn_that_runs_past_the_longest_is_ended_and_the_speech_goes_on_as_a_new_one() -> None:
+    """Music or a monologue: the turn is ended at `max_turn_ms`, so its final stays
+    short; the caller's continued speech is the next turn."""
+    cfg = replace(CFG, max_turn_ms=100 * FRAME_MS)
+    events = run([0.9] * 250 + [0.0] * 12, TurnDetector(cfg))
+    kinds = [type(e) for e in events]
+    assert kinds == [SpeechStarted, SpeechEnded] * 3
+    first_end = events[1]
+    assert isinstance(first_end, SpeechEnded)
+    assert first_end.start_ms == 0 and first_end.end_ms == first_end.detected_ms == 100 * FRAME_MS
+    assert all(e.end_ms - e.start_ms <= 100 * FRAME_MS for e in events[1::2])  # type: ignore[attr-defined]
+    unlimited = run([0.9] * 250 + [0.0] * 12, TurnDetector(replace(CFG, max_turn_ms=0)))
+    assert [type(e) for e in unlimited] == [SpeechStarted, SpeechEnded]
+    with pytest.raises(ValueError, match="max_turn_ms"):
+        TurnConfig(max_turn_ms=-1)

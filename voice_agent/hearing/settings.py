@@ -25,6 +25,7 @@ def turn_config(settings: Settings) -> TurnConfig:
         reask_ms=h.reask_ms,
         words_wait_ms=h.words_wait_ms,
         check_words=h.check_words,
+        max_turn_ms=round(h.max_turn_s * 1000),
     )
 
 

@@ -20,6 +20,8 @@ counts as voiced with hysteresis: `speech_threshold` to enter speech, only
   is ... Priya Nair" stays one turn);
   when the model could not answer (None), after `end_of_turn_silence_ms` as in the fixed
   rule. Speech resuming discards the pause's question and answer.
+- A turn that reaches `max_turn_ms` (a monologue, music on the line) is ended there;
+  speech that goes on becomes the next turn.
 - While the agent speaks (`set_agent_speaking(True)`), speech that has accumulated
   `barge_in_ms` of frames at or above `barge_in_threshold` raises one `BargeIn` per turn.
   Shorter speech ("mhm", "ok") ends as a `SpeechEnded` with `during_agent_speech=True`
@@ -58,6 +60,10 @@ class TurnConfig:
     words_wait_ms: int = 600
     """How long the words check waits for the pause's speculative final once the model
     has answered; past it, the turn's latest partial transcript is judged instead."""
+    max_turn_ms: int = 30_000
+    """A turn this long is ended where it is (a monologue, music on the line): its final
+    then decodes at most this much audio and the caller's next words are a new turn. 0:
+    no limit."""
 
     def __post_init__(self) -> None:
         if self.end_of_turn not in ("silence", "semantic"):
@@ -85,6 +91,8 @@ class TurnConfig:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.words_wait_ms < 0:
             raise ValueError(f"words_wait_ms must not be negative, got {self.words_wait_ms}")
+        if self.max_turn_ms < 0:
+            raise ValueError(f"max_turn_ms must not be negative, got {self.max_turn_ms}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +176,10 @@ class TurnDetector:
         if not self._in_speech:
             return self._feed_candidate(probability, start_ms, end_ms, duration_ms)
         events: list[TurnEvent | AskEndOfTurn] = []
+        if cfg.max_turn_ms and end_ms - self._start_ms >= cfg.max_turn_ms:
+            if probability >= cfg.silence_threshold:
+                self._last_voiced_end_ms = end_ms
+            return [self._end_turn(detected_ms=end_ms)]
         if probability >= cfg.silence_threshold:
             self._last_voiced_end_ms = end_ms
             self._reset_pause()

@@ -10,12 +10,12 @@ one mosquitto broker every worker publishes to under its own node name, nginx in
 (its http-context file is `voice_agent.deploy.nginx_config`, the same text as the shipped
 `deploy/nginx/voice-agent.conf`), and the workers as child processes
 (`scripts/calls.ServerProcess`, embedded defaults). The callers are the Twilio simulator
-speaking the booking scripts of `scripts/calls.py` at real time.
+speaking the booking scripts of `scripts/calls.py` at real time in Piper's voice.
 
 The run:
-1. `--calls` calls through nginx, staggered; once the first worker has committed a
-   booking in a call that is still going on (or, failing that, answered any turn), it is
-   killed (SIGKILL: no drain, no goodbye, records cut wherever they were).
+1. `--calls` calls through nginx, staggered; once a worker has committed a booking in a
+   call that is still going on (or, failing that, answered any turn), it is killed
+   (SIGKILL: no drain, no goodbye, records cut wherever they were).
 2. Right after the kill a new call is placed through nginx: `reroute_ms` is the time from
    the kill until that call is answered (its greeting's first audio frame).
 3. Every call the kill dropped is placed again through nginx (the caller calls back):
@@ -63,7 +63,7 @@ from scripts.services import Broker, Nginx, PostgresServer, free_port
 from tools.bike_shop.catalogue import SEED_BOOKINGS
 from voice_agent.deploy import Worker, nginx_config
 from voice_agent.reports.live import RollingSummary, watch
-from voice_agent.speech import Synthesizer, default_synthesizer
+from voice_agent.speech import PiperSynthesizer, Synthesizer
 from voice_agent.telemetry.publisher import BrokerAddress
 from voice_agent.turn_record import ToolOutcome, TurnRecord, read_jsonl
 
@@ -125,18 +125,22 @@ def booked(worker: ServerProcess) -> bool:
                for r in records for c in r.tool_calls)  # fmt: skip
 
 
-async def kill_moment(worker: ServerProcess, deadline_s: float) -> str:
-    """Wait until `worker` has committed a booking in a call that is still going on (its
+async def kill_moment(
+    workers: list[ServerProcess], deadline_s: float
+) -> tuple[ServerProcess, str]:
+    """Wait until a worker has committed a booking in a call that is still going on (its
     turn record is written when the turn ends, before the caller's goodbye), or, failing
-    that by `deadline_s`, has answered any turn. Returns what it waited for: "booking",
-    "turn", or "" (nothing happened in time)."""
+    that by `deadline_s`, has answered any turn. Returns that worker (the first one when
+    none did anything) and what it waited for: "booking", "turn" or ""."""
     while time.monotonic() < deadline_s:
-        if booked(worker):
-            return "booking"
+        for worker in workers:
+            if booked(worker):
+                return worker, "booking"
         await asyncio.sleep(0.2)
-    if worker.records.exists() and worker.records.stat().st_size > 0:
-        return "turn"
-    return ""
+    for worker in workers:
+        if worker.records.exists() and worker.records.stat().st_size > 0:
+            return worker, "turn"
+    return workers[0], ""
 
 
 def dropped(result: CallResult) -> bool:
@@ -153,7 +157,7 @@ def all_records(workers: list[ServerProcess]) -> list[TurnRecord]:
 
 
 async def run_fleet(args: argparse.Namespace, out_dir: Path) -> dict[str, object]:
-    voice: Synthesizer = default_synthesizer()
+    voice: Synthesizer = PiperSynthesizer()  # the callers' voice (as the booking e2e test's)
     (out_dir / "mqtt").mkdir(parents=True, exist_ok=True)
     broker = Broker(out_dir / "mqtt")
     pg = PostgresServer()
@@ -191,8 +195,8 @@ async def run_fleet(args: argparse.Namespace, out_dir: Path) -> dict[str, object
         live_task = asyncio.create_task(watch(address, screen, summary=summary))
         scripts = [BOOKING_SCRIPTS[i % len(BOOKING_SCRIPTS)] for i in range(args.calls)]
         first = asyncio.create_task(place_calls(balanced, scripts, voice, **pace))
-        victim, survivor = workers[0], workers[1:]
-        killed_after = await kill_moment(victim, time.monotonic() + KILL_WAIT_S)
+        victim, killed_after = await kill_moment(workers, time.monotonic() + KILL_WAIT_S)
+        survivor = [w for w in workers if w is not victim]
         killed = bool(killed_after)
         reroute: float | None = None
         reroute_error = ""

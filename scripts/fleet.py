@@ -125,9 +125,7 @@ def booked(worker: ServerProcess) -> bool:
                for r in records for c in r.tool_calls)  # fmt: skip
 
 
-async def kill_moment(
-    workers: list[ServerProcess], deadline_s: float
-) -> tuple[ServerProcess, str]:
+async def kill_moment(workers: list[ServerProcess], deadline_s: float) -> tuple[ServerProcess, str]:
     """Wait until a worker has committed a booking in a call that is still going on (its
     turn record is written when the turn ends, before the caller's goodbye), or, failing
     that by `deadline_s`, has answered any turn. Returns that worker (the first one when

@@ -230,6 +230,10 @@ class PipelineSettings(_Section):
     records: Path | None = Field(
         None, description="append one JSON line per turn (TurnRecord) to this file"
     )
+    records_max_mb: float = Field(
+        100.0, ge=0, description="rotate the records file before it passes this size (0: never)"
+    )
+    records_keep: int = Field(5, ge=1, description="rotated records files kept (.1 newest)")
     record_text: bool = Field(
         False,
         description="turn records (file and telemetry) carry what the caller was heard to "

@@ -100,7 +100,15 @@ class Pipeline:
         self._shop: ShopDb | None = None
         self._phrases: dict[int, PhraseCache] = {}
         records = settings.pipeline.records
-        self._records = RecordWriter(records) if records is not None else None
+        self._records = (
+            RecordWriter(
+                records,
+                max_bytes=round(settings.pipeline.records_max_mb * 2**20),
+                keep=settings.pipeline.records_keep,
+            )
+            if records is not None
+            else None
+        )
         self._active_calls = 0
         self._publisher: MqttPublisher | None = None
         self.metrics = Metrics(settings.telemetry.node)

@@ -6,7 +6,9 @@ what callers said) and appended to. A file whose last line was cut short (the se
 killed mid-write) first gets the missing newline, so the next record starts on its own
 line and `read_jsonl` skips only the torn one. A write that fails (disk full, a removed
 folder) is logged and counted, and the records after it are still tried: nothing raises
-into a call.
+into a call. With `max_bytes`, a file that would grow past it is rotated first
+(`turns.jsonl` → `turns.jsonl.1` → … → `.{keep}`, the oldest dropped), so a long-running
+server's records stay bounded on disk.
 """
 
 from __future__ import annotations
@@ -35,13 +37,20 @@ class RecordStats:
     """Records whose write raised (logged with the error)."""
     dropped: int = 0
     """Records refused because MAX_WAITING were already waiting, or after close."""
+    rotations: int = 0
 
 
 class RecordWriter:
     """Appends TurnRecords to `path` in the order given, from one thread."""
 
-    def __init__(self, path: Path, max_waiting: int = MAX_WAITING) -> None:
+    def __init__(self, path: Path, max_waiting: int = MAX_WAITING, *, max_bytes: int = 0,
+                 keep: int = 5) -> None:  # fmt: skip
+        """`max_bytes`: rotate before the file would pass it (0: never); `keep`: rotated
+        files kept."""
+        if max_bytes < 0 or keep < 1:
+            raise ValueError(f"need max_bytes >= 0 and keep >= 1, got {max_bytes}, {keep}")
         self.path = path
+        self.max_bytes, self.keep = max_bytes, keep
         self.stats = RecordStats()
         self._queue: queue.Queue[TurnRecord | None] = queue.Queue(max_waiting)
         self._closed = False
@@ -92,6 +101,9 @@ class RecordWriter:
         text = "".join(r.to_json_line() + "\n" for r in batch)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self._full_after(len(text)):
+                self._rotate()
+                repaired = True  # a fresh file
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, RECORDS_MODE)
             with os.fdopen(fd, "r+b") as out:
                 if not repaired and _ends_mid_line(out):
@@ -103,6 +115,24 @@ class RecordWriter:
             return False
         self.stats.written += len(batch)
         return True
+
+    def _full_after(self, adding: int) -> bool:
+        if not self.max_bytes:
+            return False
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return False
+        return size > 0 and size + adding > self.max_bytes
+
+    def _rotate(self) -> None:
+        for k in range(self.keep - 1, 0, -1):
+            older = self.path.with_name(f"{self.path.name}.{k}")
+            if older.exists():
+                older.replace(self.path.with_name(f"{self.path.name}.{k + 1}"))
+        self.path.replace(self.path.with_name(f"{self.path.name}.1"))
+        self.stats.rotations += 1
+        log.info("turn records: %s rotated (%d kept)", self.path, self.keep)
 
 
 def _ends_mid_line(out: BinaryIO) -> bool:

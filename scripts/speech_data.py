@@ -190,5 +190,5 @@ async def feed_in_real_time(
     step = rate_hz * chunk_ms // 1000
     for k in range(0, len(stream), step):
         await asyncio.sleep(max(0.0, started_s + k / rate_hz - time.perf_counter()))
-        listener.feed(stream[k : k + step])
+        await listener.feed(stream[k : k + step])
     await listener.close()

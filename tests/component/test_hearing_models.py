@@ -183,7 +183,7 @@ async def listen(
     listener.set_agent_speaking(agent_speaking)
     step = rate // 50  # 20 ms
     for k in range(0, len(audio), step):
-        listener.feed(audio[k : k + step])
+        await listener.feed(audio[k : k + step])
         await asyncio.sleep(0)
     await listener.close()
     return [event async for event in listener]
@@ -268,7 +268,7 @@ async def listen_live(
     step, began = rate // 50, time.perf_counter()
     for k in range(0, len(audio), step):
         await asyncio.sleep(max(0.0, began + k / rate - time.perf_counter()))
-        listener.feed(audio[k : k + step])
+        await listener.feed(audio[k : k + step])
     await listener.close()
     return [event async for event in listener]
 

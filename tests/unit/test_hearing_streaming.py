@@ -4,6 +4,8 @@ recognizer: which audio is decoded when, and in which order events come out."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -80,7 +82,7 @@ async def hear(
     listener = Listener(recognizer, RATE, TURNS, config, vad=ScriptedVad(probabilities))  # type: ignore[arg-type]
     audio = ramp(len(probabilities) * FRAME_MS)
     for k in range(0, len(audio), 320):  # 20 ms chunks, like a phone call
-        listener.feed(audio[k : k + 320])
+        await listener.feed(audio[k : k + 320])
         await asyncio.sleep(0)  # let decode tasks run between chunks
     await listener.close()
     return [event async for event in listener]
@@ -161,7 +163,7 @@ async def test_pauses_in_a_long_turn_do_not_pile_up_speculative_finals() -> None
     listener = Listener(recognizer, RATE, TURNS, CONFIG, vad=ScriptedVad(probs))  # type: ignore[arg-type]
     audio = ramp(len(probs) * FRAME_MS)
     for k in range(0, len(audio), 320):
-        listener.feed(audio[k : k + 320])
+        await listener.feed(audio[k : k + 320])
         await asyncio.sleep(0)
     assert recognizer.most_waiting == 1  # each stale guess was cancelled
     recognizer.release.set()
@@ -191,7 +193,7 @@ async def test_empty_chunks_change_nothing() -> None:
     recognizer = FakeRecognizer()
     listener = Listener(recognizer, RATE, TURNS, CONFIG, vad=ScriptedVad([0.9] * 100))  # type: ignore[arg-type]
     for _ in range(10):
-        listener.feed(np.zeros(0, np.int16))
+        await listener.feed(np.zeros(0, np.int16))
     await listener.close()
     assert [event async for event in listener] == [] and recognizer.calls == []
 
@@ -201,7 +203,7 @@ async def test_other_input_rates_are_resampled_onto_the_same_clock() -> None:
     listener = Listener(FakeRecognizer(), 44100, TURNS, CONFIG, vad=ScriptedVad(probs))  # type: ignore[arg-type]
     audio = np.zeros(44100 * len(probs) * FRAME_MS // 1000 + 441, np.int16)
     for k in range(0, len(audio), 882):
-        listener.feed(audio[k : k + 882])
+        await listener.feed(audio[k : k + 882])
         await asyncio.sleep(0)
     await listener.close()
     events = [event async for event in listener]
@@ -214,7 +216,7 @@ async def test_feed_after_close_is_an_error() -> None:
     listener = Listener(FakeRecognizer(), RATE, TURNS, CONFIG, vad=ScriptedVad([]))  # type: ignore[arg-type]
     await listener.close()
     with pytest.raises(RuntimeError, match="closed"):
-        listener.feed(np.zeros(160, np.int16))
+        await listener.feed(np.zeros(160, np.int16))
 
 
 def test_listener_rejects_a_rate_below_8k() -> None:
@@ -258,3 +260,42 @@ def test_between_turns_only_the_history_is_kept() -> None:
 def test_final_audio_needs_a_turn() -> None:
     with pytest.raises(RuntimeError, match="no turn"):
         TurnAudio().final_audio(100)
+
+
+class SlowVad(ScriptedVad):
+    """A VAD that takes 100 ms a chunk (a loaded CPU), on whichever thread runs it."""
+
+    def __init__(self, probabilities: list[float]) -> None:
+        super().__init__(probabilities)
+        self.threads: set[str] = set()
+
+    def process(self, samples: np.ndarray) -> list[VadFrame]:
+        self.threads.add(threading.current_thread().name)
+        time.sleep(0.1)
+        return super().process(samples)
+
+
+async def test_the_vad_runs_off_the_event_loop_which_stays_responsive() -> None:
+    """Another call's work on the loop keeps its pace while this call's VAD is slow."""
+    vad = SlowVad([0.9] * 20 + [0.0] * 15)
+    listener = Listener(FakeRecognizer(), RATE, TURNS, CONFIG, vad=vad)  # type: ignore[arg-type]
+    gaps: list[float] = []
+
+    async def other_call() -> None:
+        last = time.perf_counter()
+        while True:
+            await asyncio.sleep(0.005)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.create_task(other_call())
+    audio = ramp(35 * FRAME_MS)
+    for k in range(0, len(audio), 1024):  # two VAD frames a chunk
+        await listener.feed(audio[k : k + 1024])
+    ticker.cancel()
+    await listener.close()
+    events = [event async for event in listener]
+    assert [type(e) for e in events][:1] == [SpeechStarted] and SpeechEnded in map(type, events)
+    assert vad.threads and all(name.startswith("hearing") for name in vad.threads)
+    assert len(gaps) > 50 and max(gaps) < 0.05  # the VAD's 100 ms never blocked the loop

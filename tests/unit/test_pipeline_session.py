@@ -145,7 +145,7 @@ class ScriptedListener:
     def emit(self, event: Any) -> None:
         self._events.put_nowait(event)
 
-    def feed(self, samples: Pcm16) -> None:
+    async def feed(self, samples: Pcm16) -> None:
         self.fed += len(samples)
 
     def set_agent_speaking(self, speaking: bool) -> None:

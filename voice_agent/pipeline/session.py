@@ -220,7 +220,7 @@ class PipelineSession:
             elif isinstance(event, AudioReceived):
                 listener.set_agent_speaking(self.voice.speaking)
                 try:
-                    listener.feed(event.samples)
+                    await listener.feed(event.samples)
                 except (TypeError, ValueError) as exc:
                     log.warning("call %s: audio chunk dropped: %s", self._call_id, exc)
                     continue

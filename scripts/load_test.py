@@ -21,6 +21,10 @@ per minute). At the end: every call completed, and the shop file is checked agai
 turn records (scripts/bookings_check.py): each distinct booking a `book_service` call
 confirmed has exactly one row (an identical retry adds none), and no row is there twice.
 
+Faults: `--faults [NAME ...]` makes each hardening fault happen against real components
+(scripts/faults.py) and reports `faults.<name>.{survived, calls_failed, bookings_lost,
+bookings_doubled, detail}`.
+
 Fuzz: `--fuzz-cases K` runs the fuzz tests (tests/unit/test_codec_fuzz.py,
 tests/integration/test_server_hostile.py) with FUZZ_CASES=K; `fuzz_cases` is the number
 of passing examples hypothesis reports over all properties.
@@ -53,6 +57,7 @@ from scripts.calls import (
     scripts_for,
     summarize,
 )
+from scripts.faults import FAULTS, run_faults
 from voice_agent.config import load_settings
 from voice_agent.speech import Synthesizer, default_synthesizer
 from voice_agent.turn_record import read_jsonl
@@ -202,6 +207,8 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         figures["server_exit_code"] = code
         figures["bookings"] = bookings_check(server.shop_db, read_jsonl(server.records), seeded)
         out["soak"] = figures
+    if args.faults is not None:
+        out["faults"] = await run_faults(args.faults or None, args.out_dir / "faults")
     if args.fuzz_cases > 0:
         result = await asyncio.to_thread(fuzz, args.fuzz_cases)
         out["fuzz"] = result
@@ -220,6 +227,9 @@ def main() -> int:
     p.add_argument("--warmup-minutes", type=float, default=1.0, help="soak time not sampled")
     p.add_argument("--fuzz-cases", type=int, default=0, help="FUZZ_CASES for the fuzz tests")
     p.add_argument("--out-dir", type=Path, default=Path("out/load_test"))
+    p.add_argument("--faults", nargs="*", choices=sorted(FAULTS), metavar="FAULT",
+                   help="make each fault happen (none named: all of them) and report "
+                   "survived, calls failed, bookings lost and doubled")  # fmt: skip
     p.add_argument("--config", type=Path, help="TOML settings for the server")
     args = p.parse_args()
     if any(n < 1 or n > 64 for n in args.calls) or args.soak_minutes < 0 or args.soak_minutes > 120:

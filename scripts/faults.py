@@ -32,7 +32,6 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -45,6 +44,7 @@ from websockets.asyncio.client import connect
 
 from scripts.bookings_check import bookings_check
 from scripts.calls import SCRIPTS, ServerProcess, place_calls
+from scripts.services import sqlite_write_lock
 from tools.bike_shop.catalogue import SEED_BOOKINGS
 from tools.bike_shop.db import ShopContext
 from tools.bike_shop.pack import call_tool
@@ -173,27 +173,13 @@ async def sqlite_write_lock_held(folder: Path) -> Fault:
     db = open_shop(path, date.today())
     ctx = ShopContext(db, datetime.now, caller="fault-run")
     args = {"name": "Lock Test", "day": "tomorrow", "time": "11:00", "service": "brake check"}
-    holding, release = threading.Event(), threading.Event()
-
-    def outside_writer() -> None:
-        conn = sqlite3.connect(path, isolation_level=None)
-        conn.execute("BEGIN IMMEDIATE")
-        holding.set()
-        release.wait(10)
-        conn.execute("ROLLBACK")
-        conn.close()
-
-    thread = threading.Thread(target=outside_writer)
-    thread.start()
-    holding.wait(5)
-    started = time.monotonic()
-    try:
-        call_tool("book_service", args, ctx)
-        failed_in_time, waited = False, time.monotonic() - started
-    except Exception:
-        failed_in_time, waited = True, time.monotonic() - started
-    release.set()
-    thread.join()
+    with sqlite_write_lock(path):
+        started = time.monotonic()
+        try:
+            call_tool("book_service", args, ctx)
+            failed_in_time, waited = False, time.monotonic() - started
+        except Exception:
+            failed_in_time, waited = True, time.monotonic() - started
     with sqlite3.connect(path) as conn:
         during = conn.execute("SELECT COUNT(*) FROM bookings WHERE name = 'Lock Test'").fetchone()[
             0

@@ -13,10 +13,11 @@ import os
 import pwd
 import shutil
 import socket
+import sqlite3
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -25,6 +26,19 @@ MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
 START_TIMEOUT_S = 20.0
 PG_USER = "voice"
+
+
+@contextlib.contextmanager
+def sqlite_write_lock(path: Path) -> Iterator[None]:
+    """Hold `path`'s SQLite write lock from a connection of its own, as an outside writer
+    (a backup job, an operator's shell) would, until the block ends."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        yield
+    finally:
+        conn.execute("ROLLBACK")
+        conn.close()
 
 
 def free_port() -> int:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
-import threading
 import urllib.error
 import urllib.request
 from datetime import date
@@ -20,6 +18,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
+from scripts.services import sqlite_write_lock
 from tests.fakes import settings, silence, url, voiced
 from tests.integration.test_server import closed_with, start_message
 from tools.bike_shop.shop import open_shop
@@ -65,24 +64,8 @@ def test_the_database_is_not_writable_while_an_outside_process_holds_its_lock(
 ) -> None:
     db = open_shop(tmp_path / "shop.sqlite", date(2026, 12, 8))
     assert db.writable()
-    holding, release = threading.Event(), threading.Event()
-
-    def outside_writer() -> None:
-        conn = sqlite3.connect(tmp_path / "shop.sqlite", isolation_level=None)
-        conn.execute("BEGIN IMMEDIATE")
-        holding.set()
-        release.wait(10)
-        conn.execute("ROLLBACK")
-        conn.close()
-
-    thread = threading.Thread(target=outside_writer)
-    thread.start()
-    try:
-        assert holding.wait(5)
+    with sqlite_write_lock(tmp_path / "shop.sqlite"):
         assert not db.writable()
-    finally:
-        release.set()
-        thread.join()
     assert db.writable()
     db.close()
 

@@ -33,7 +33,7 @@ import numpy as np
 from voice_agent.events import Pcm16
 from voice_agent.simulator import CallSummary, simulate_call
 from voice_agent.speech import Synthesizer, default_synthesizer
-from voice_agent.turn_record import DegradeAction, Stage, TurnRecord
+from voice_agent.turn_record import DegradeAction, Stage, ToolOutcome, TurnRecord, read_jsonl
 
 SCRIPTS: tuple[tuple[str, ...], ...] = (
     (
@@ -163,6 +163,16 @@ class ServerProcess:
         assert self.proc is not None and self.proc.stdout is not None
         while line := await self.proc.stdout.readline():
             self.output.append(line.decode(errors="replace"))
+
+    def booked(self) -> bool:
+        """Whether the server has recorded a turn whose `book_service` call ran OK (a
+        record is written when its turn ends; a line still being written is not read)."""
+        try:
+            records = read_jsonl(self.records)
+        except (FileNotFoundError, ValueError):
+            return False
+        return any(c.name == "book_service" and c.outcome is ToolOutcome.OK
+                   for r in records for c in r.tool_calls)  # fmt: skip
 
     @property
     def pid(self) -> int:

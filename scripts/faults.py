@@ -44,6 +44,7 @@ from websockets.asyncio.client import connect
 
 from scripts.bookings_check import bookings_check
 from scripts.calls import SCRIPTS, ServerProcess, place_calls
+from scripts.fleet import KILL_WAIT_S, kill_moment
 from scripts.services import sqlite_write_lock
 from tools.bike_shop.catalogue import SEED_BOOKINGS
 from tools.bike_shop.db import ShopContext
@@ -51,7 +52,7 @@ from tools.bike_shop.pack import call_tool
 from tools.bike_shop.shop import open_shop
 from voice_agent.audio import pcm16_to_bytes
 from voice_agent.pipeline.records import RecordWriter
-from voice_agent.simulator import simulate_call
+from voice_agent.simulator import simulate_call, twilio_start
 from voice_agent.speech import PiperSynthesizer
 from voice_agent.transports.auth import call_token
 from voice_agent.turn_record import Budgets, TurnRecord, read_jsonl
@@ -60,7 +61,6 @@ Fault = dict[str, Any]
 CLOSE_WAIT_S = 10.0
 BOOKING_SCRIPT = SCRIPTS[0]
 """Books a tune-up for Anna tomorrow at ten, says yes to the read-back, says goodbye."""
-KILL_WAIT_S = 90.0
 
 
 def fault(survived: bool, detail: str, *, calls_failed: int = 0, bookings_lost: int = 0,
@@ -78,13 +78,6 @@ def tone(seconds: float, rate: int = 8000) -> np.ndarray:
 async def a_call_completes(url: str) -> bool:
     summary, _ = await simulate_call(url, tone(0.4), 8000, max_tail_s=1.0)
     return summary.close_code == 1000
-
-
-def twilio_start(call_sid: str, parameters: dict[str, str], sid: str) -> str:
-    media = {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}
-    return json.dumps({"event": "start", "sequenceNumber": "1", "streamSid": sid, "start": {
-        "streamSid": sid, "accountSid": "AC" + uuid.uuid4().hex, "callSid": call_sid,
-        "tracks": ["inbound"], "customParameters": parameters, "mediaFormat": media}})  # fmt: skip
 
 
 async def closed_code(ws: Any) -> int | None:
@@ -139,7 +132,7 @@ async def replayed_call_token(folder: Path) -> Fault:
         call_sid, caller = "CA" + uuid.uuid4().hex, "+15550100"
         token = call_token(secret, call_sid, caller, int(time.time()) + 60)
         sid = "MZ" + uuid.uuid4().hex
-        start = twilio_start(call_sid, {"token": token, "caller": caller}, sid)
+        start = json.dumps(twilio_start(sid, call_sid, {"token": token, "caller": caller}))
         stop = {"event": "stop", "sequenceNumber": "2", "streamSid": sid,
                 "stop": {"callSid": call_sid}}  # fmt: skip
         codes = []
@@ -221,14 +214,8 @@ async def kill_9_mid_call(folder: Path) -> Fault:
     shop, records = server.shop_db, server.records
     call = asyncio.create_task(place_calls(server.twilio_url, [BOOKING_SCRIPT], voice,
                                            first_gap_s=5.0, gap_s=8.0))  # fmt: skip
-    deadline = time.monotonic() + KILL_WAIT_S
-    booked = False
-    while time.monotonic() < deadline and not booked:
-        await asyncio.sleep(0.2)
-        with contextlib.suppress(ValueError, FileNotFoundError):
-            booked = any(
-                c.name == "book_service" for r in read_jsonl(records) for c in r.tool_calls
-            )
+    _, waited_for = await kill_moment([server], time.monotonic() + KILL_WAIT_S)
+    booked = waited_for == "booking"
     assert server.proc is not None
     server.proc.kill()  # SIGKILL: no drain, no goodbye
     await server.proc.wait()

@@ -63,9 +63,10 @@ from scripts.services import Broker, Nginx, PostgresServer, free_port
 from tools.bike_shop.catalogue import SEED_BOOKINGS
 from voice_agent.deploy import Worker, nginx_config
 from voice_agent.reports.live import RollingSummary, watch
+from voice_agent.simulator import twilio_start
 from voice_agent.speech import PiperSynthesizer, Synthesizer
 from voice_agent.telemetry.publisher import BrokerAddress
-from voice_agent.turn_record import ToolOutcome, TurnRecord, read_jsonl
+from voice_agent.turn_record import TurnRecord, read_jsonl
 
 BOOKING_SCRIPTS = tuple(s for s in SCRIPTS if any("book" in line.lower() for line in s))
 """The scripts whose calls book a workshop service."""
@@ -99,30 +100,13 @@ def nginx_main(site: str, folder: Path) -> str:
 async def answered_ms(url: str, started_s: float) -> float:
     """Place a call (Twilio start) and wait for its first audio frame: milliseconds from
     `started_s` (time.monotonic) until then. Raises on a refused or dropped call."""
-    sid = "MZ" + uuid.uuid4().hex
-    media = {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}
-    start = {"event": "start", "sequenceNumber": "1", "streamSid": sid, "start": {
-        "streamSid": sid, "accountSid": "AC" + uuid.uuid4().hex,
-        "callSid": "CA" + uuid.uuid4().hex, "tracks": ["inbound"], "customParameters": {},
-        "mediaFormat": media}}  # fmt: skip
+    start = twilio_start("MZ" + uuid.uuid4().hex, "CA" + uuid.uuid4().hex, {})
     async with asyncio.timeout(ANSWER_WAIT_S), connect(url, compression=None) as ws:
         await ws.send(json.dumps(start))
         async for message in ws:
             if isinstance(message, str) and json.loads(message).get("event") == "media":
                 return round((time.monotonic() - started_s) * 1000, 1)
     raise RuntimeError("the call closed before any audio")
-
-
-def booked(worker: ServerProcess) -> bool:
-    """Whether `worker` recorded a turn whose `book_service` call ran OK."""
-    if not worker.records.exists():
-        return False
-    try:
-        records = read_jsonl(worker.records)
-    except ValueError:  # a line being written
-        return False
-    return any(c.name == "book_service" and c.outcome is ToolOutcome.OK
-               for r in records for c in r.tool_calls)  # fmt: skip
 
 
 async def kill_moment(workers: list[ServerProcess], deadline_s: float) -> tuple[ServerProcess, str]:
@@ -132,7 +116,7 @@ async def kill_moment(workers: list[ServerProcess], deadline_s: float) -> tuple[
     none did anything) and what it waited for: "booking", "turn" or ""."""
     while time.monotonic() < deadline_s:
         for worker in workers:
-            if booked(worker):
+            if worker.booked():
                 return worker, "booking"
         await asyncio.sleep(0.2)
     for worker in workers:

@@ -127,6 +127,27 @@ class _Playback:
         return not self.items and not len(self._partial)
 
 
+def twilio_start(stream_sid: str, call_sid: str, parameters: dict[str, str]) -> dict[str, Any]:
+    """A Twilio Media Streams `start` message for one call (μ-law 8 kHz, inbound track),
+    with `parameters` as its `customParameters`."""
+    return {
+        "event": "start",
+        "streamSid": stream_sid,
+        "start": {
+            "streamSid": stream_sid,
+            "accountSid": "AC" + uuid.uuid4().hex,
+            "callSid": call_sid,
+            "tracks": ["inbound"],
+            "customParameters": parameters,
+            "mediaFormat": {
+                "encoding": "audio/x-mulaw",
+                "sampleRate": PHONE_RATE_HZ,
+                "channels": 1,
+            },
+        },
+    }
+
+
 async def simulate_call(
     url: str,
     caller: Pcm16,
@@ -210,24 +231,7 @@ class _Simulation:
         await self.ws.send(
             json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"})
         )
-        await self._send(
-            {
-                "event": "start",
-                "streamSid": sid,
-                "start": {
-                    "streamSid": sid,
-                    "accountSid": "AC" + uuid.uuid4().hex,
-                    "callSid": self.summary.call_sid,
-                    "tracks": ["inbound"],
-                    "customParameters": custom,
-                    "mediaFormat": {
-                        "encoding": "audio/x-mulaw",
-                        "sampleRate": PHONE_RATE_HZ,
-                        "channels": 1,
-                    },
-                },
-            }
-        )
+        await self._send(twilio_start(sid, self.summary.call_sid, custom))
         n_frames = -(-len(audio) // FRAME_SAMPLES)
         audio = np.pad(audio, (0, n_frames * FRAME_SAMPLES - len(audio)))
         silence = np.zeros(FRAME_SAMPLES, np.int16)

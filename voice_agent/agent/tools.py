@@ -24,7 +24,6 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, cast, get_args
 
@@ -36,6 +35,7 @@ from voice_agent.brain.format import ERROR_PREFIX, AgentCall, ToolResultTurn
 from voice_agent.brain.results import result_turn
 from voice_agent.clock import Clock, MonotonicClock
 from voice_agent.latency import TurnTracker
+from voice_agent.pools import named_pool
 from voice_agent.turn_record import ToolOutcome as TrackedOutcome
 
 log = logging.getLogger(__name__)
@@ -85,22 +85,9 @@ class _Discarded(Exception):
 
 
 TOOL_THREADS = 8
-"""Tool calls running at once in the process: a stuck tool holds one until its database
-wait ends (`tools.bike_shop.db.BUSY_TIMEOUT_S`), so eight stuck tools leave nothing else
-waiting."""
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
-
-
-def tool_executor() -> ThreadPoolExecutor:
-    """The process's threads for tool calls, apart from the event loop's default pool
-    (which `asyncio.to_thread` shares with the caller-hint encoder, TTS and the rest): a
-    tool stuck on its database cannot delay any of those, nor they a tool."""
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="tool")
-        return _executor
+"""Tool calls running at once in the process, on their own pool (`voice_agent.pools`): a
+tool stuck on its database cannot delay synthesis or hint encoding, nor they a tool. A
+stuck tool holds a thread until its database wait ends (`tools.bike_shop.db.BUSY_TIMEOUT_S`)."""
 
 
 class ToolRunner:
@@ -183,7 +170,8 @@ class ToolRunner:
 
         # Submitted to the pool now (not on a later loop step, as `to_thread` would be),
         # so the discard flag alone decides whether a queued tool starts.
-        job = asyncio.get_running_loop().run_in_executor(tool_executor(), work)
+        pool = named_pool("tool", TOOL_THREADS)
+        job = asyncio.get_running_loop().run_in_executor(pool, work)
         timeout_s = self.timeout_for(call.tool)
         try:
             try:

@@ -24,9 +24,7 @@ transcript, which the agent needs before it can answer anyway.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from voice_agent.audio import StreamResampler
@@ -46,6 +44,7 @@ from voice_agent.hearing.events import (
 from voice_agent.hearing.streaming import StreamingConfig, TurnAudio
 from voice_agent.hearing.turns import AskEndOfTurn, TurnConfig, TurnDetector
 from voice_agent.hearing.vad import SileroVad, VadFrame, check_rate
+from voice_agent.pools import named_pool
 
 
 class Transcriber(Protocol):
@@ -67,17 +66,6 @@ class _Final:
 
 HEARING_THREADS = 2
 """Threads resampling and running the VAD for every call of the process."""
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
-
-
-def hearing_executor() -> ThreadPoolExecutor:
-    """The process's hearing threads (apart from the loop's default pool)."""
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(HEARING_THREADS, thread_name_prefix="hearing")
-        return _executor
 
 
 class Listener:
@@ -129,7 +117,8 @@ class Listener:
         if self._closed:
             raise RuntimeError("the listener is closed")
         loop = asyncio.get_running_loop()
-        audio, frames = await loop.run_in_executor(hearing_executor(), self._analyse, samples)
+        pool = named_pool("hearing", HEARING_THREADS)
+        audio, frames = await loop.run_in_executor(pool, self._analyse, samples)
         if self._closed:
             return
         self._audio.push(audio)

@@ -79,7 +79,6 @@ class RecordWriter:
         return not self._thread.is_alive()
 
     def _run(self) -> None:
-        repaired = False
         while True:
             record = self._queue.get()
             if record is None:
@@ -91,30 +90,27 @@ class RecordWriter:
                 except queue.Empty:
                     break
                 if more is None:
-                    self._append(batch, repaired)
+                    self._append(batch)
                     return
                 batch.append(more)
-            repaired = self._append(batch, repaired) or repaired
+            self._append(batch)
 
-    def _append(self, batch: list[TurnRecord], repaired: bool) -> bool:
-        """Append `batch`; True when the file now ends with a whole line."""
+    def _append(self, batch: list[TurnRecord]) -> None:
         text = "".join(r.to_json_line() + "\n" for r in batch)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if self._full_after(len(text)):
                 self._rotate()
-                repaired = True  # a fresh file
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, RECORDS_MODE)
             with os.fdopen(fd, "r+b") as out:
-                if not repaired and _ends_mid_line(out):
+                if _ends_mid_line(out):  # a torn line, or a write the disk cut short
                     text = "\n" + text
                 out.write(text.encode("utf-8"))
         except OSError as exc:
             self.stats.failed += len(batch)
             log.error("cannot write %d turn record(s) to %s: %s", len(batch), self.path, exc)
-            return False
+            return
         self.stats.written += len(batch)
-        return True
 
     def _full_after(self, adding: int) -> bool:
         if not self.max_bytes:

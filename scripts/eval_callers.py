@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.batching import Engine
 from engine.checkpoint import Checkpoint, load
 from tools.bike_shop.db import ShopContext, name_key
-from tools.bike_shop.pack import CONSENT, IRREVERSIBLE_CONSENT, LOOKUP_CONSENT, call_tool
+from tools.bike_shop.pack import CONSENT, IRREVERSIBLE_CONSENT, LOOKUP_CONSENT, PACK, call_tool
 from tools.bike_shop.results import SearchResult
 from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, AgentConfig, AgentReply, ToolOutcome, prompt_budget
@@ -112,8 +112,8 @@ class Runner:
         return ShopContext(db, lambda: CALL_NOW, caller=CALLER)
 
     def _agent(self, ctx: ShopContext) -> Agent:
-        agent = Agent(self.engine, self.brain.tokenizer, ctx, config=self.config, hints=self.hints,
-                      consent=self.consent)  # fmt: skip
+        agent = Agent(self.engine, self.brain.tokenizer, PACK, ctx, config=self.config,
+                      hints=self.hints, consent=self.consent)  # fmt: skip
         agent.greet()
         return agent
 

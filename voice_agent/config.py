@@ -270,8 +270,15 @@ class PipelineSettings(_Section):
 
 
 class ToolsSettings(_Section):
-    """Where the tool pack keeps its state."""
+    """Which tool pack the agent uses and where it keeps its state."""
 
+    pack: str = Field(
+        "bike_shop",
+        min_length=1,
+        pattern=r"^[A-Za-z_][\w.]*(:[A-Za-z_]\w*)?$",
+        description="the tool pack (tools/core.py): a package under tools/ (bike_shop), or "
+        "an importable module defining PACK (module:NAME for another name)",
+    )
     database_url: SecretStr | None = Field(
         None,
         description="postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME: the shop in PostgreSQL, "

@@ -14,7 +14,7 @@ import pytest
 from engine.tokenizer import TextTokenizer
 from tests.unit.test_agent import MONDAY_10AM, ScriptedEngine, call, run, say
 from tools.bike_shop.db import ShopContext
-from tools.bike_shop.pack import CONSENT
+from tools.bike_shop.pack import CONSENT, PACK
 from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, DegradeKind, ReplyKind
 from voice_agent.brain.hints import CallerHints
@@ -45,7 +45,7 @@ def test_a_transfer_nobody_asked_for_is_not_run_and_the_model_answers_without_it
     engine = ScriptedEngine(
         tok, call(tok, "transfer_to_human", reason="could not help"), say(tok, "What day suits?")
     )
-    agent = Agent(engine, tok, shop, hints=hints, consent=CONSENT)
+    agent = Agent(engine, tok, PACK, shop, hints=hints, consent=CONSENT)
     reply = run(agent.respond("there's a horrible grinding noise when i brake going downhill"))
     assert reply.kind is ReplyKind.SAY and reply.text == "What day suits?"
     assert reply.tool_calls == ()
@@ -63,7 +63,7 @@ def test_a_hang_up_needs_a_goodbye_and_a_transfer_a_request_for_a_person(
         tok, call(tok, "end_call"), say(tok, "Anything else?"), call(tok, "transfer_to_human",
         reason="caller asked"),
     )  # fmt: skip
-    agent = Agent(engine, tok, shop, hints=hints, consent=CONSENT)
+    agent = Agent(engine, tok, PACK, shop, hints=hints, consent=CONSENT)
     unasked = run(agent.respond("hmm and how long does a tune-up take"))
     assert unasked.kind is ReplyKind.SAY and unasked.text == "Anything else?"
     asked = run(agent.respond("could i talk to an actual person please"))
@@ -72,7 +72,7 @@ def test_a_hang_up_needs_a_goodbye_and_a_transfer_a_request_for_a_person(
 
 def test_a_goodbye_ends_the_call(tok: TextTokenizer, shop: ShopContext, hints: CallerHints) -> None:
     agent = Agent(
-        ScriptedEngine(tok, call(tok, "end_call")), tok, shop, hints=hints, consent=CONSENT
+        ScriptedEngine(tok, call(tok, "end_call")), tok, PACK, shop, hints=hints, consent=CONSENT
     )
     reply = run(agent.respond("no that's everything, cheers, bye"))
     assert reply.kind is ReplyKind.HANG_UP and not reply.degrades
@@ -81,5 +81,5 @@ def test_a_goodbye_ends_the_call(tok: TextTokenizer, shop: ShopContext, hints: C
 def test_without_hints_there_is_no_consent_rule(tok: TextTokenizer, shop: ShopContext) -> None:
     """A checkpoint trained without caller hints has no reading of the line to go by: the
     rule is off rather than refusing every hand-off."""
-    agent = Agent(ScriptedEngine(tok, call(tok, "end_call")), tok, shop, consent=CONSENT)
+    agent = Agent(ScriptedEngine(tok, call(tok, "end_call")), tok, PACK, shop, consent=CONSENT)
     assert run(agent.respond("tell me about brakes")).kind is ReplyKind.HANG_UP

@@ -19,6 +19,7 @@ import pytest
 from engine.batching import Engine
 from engine.checkpoint import Checkpoint, load
 from tools.bike_shop.db import ShopContext
+from tools.bike_shop.pack import PACK
 from tools.bike_shop.schemas import ARGUMENT_MODELS
 from tools.bike_shop.shop import open_shop
 from tools.bike_shop.timewords import resolve_day
@@ -68,7 +69,7 @@ async def test_decoded_calls_validate_and_run_against_sqlite(
     replies: list[AgentReply] = []
     async with Engine(ck.model, ck.tokenizer.ids, max_batch=4) as engine:
         for line in LINES:
-            agent = Agent(engine, ck.tokenizer, shop, config=TRUSTING)
+            agent = Agent(engine, ck.tokenizer, PACK, shop, config=TRUSTING)
             replies.append(await agent.respond(line))
     calls = [c for r in replies for c in r.tool_calls]
     for reply in replies:  # the first answer parsed: it was a call, or no parse error
@@ -92,8 +93,8 @@ async def test_a_deadline_makes_the_engine_commit_early_and_the_turn_still_answe
         # A line whose relaxed decode takes more than one forward per block (the order
         # number and the reply to its result): only such a decode can be cut short.
         line = LINES[1]
-        relaxed = await Agent(engine, ck.tokenizer, shop, config=TRUSTING).respond(line)
-        rushed_agent = Agent(engine, ck.tokenizer, shop, config=TRUSTING)
+        relaxed = await Agent(engine, ck.tokenizer, PACK, shop, config=TRUSTING).respond(line)
+        rushed_agent = Agent(engine, ck.tokenizer, PACK, shop, config=TRUSTING)
         rushed = await rushed_agent.respond(line, deadline_s=engine.clock() + 0.005)
     assert not relaxed.engine.deadline_forced
     assert rushed.engine.deadline_forced

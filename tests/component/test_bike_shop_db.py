@@ -35,6 +35,7 @@ from tools.bike_shop.results import (
 )
 from tools.bike_shop.shop import open_shop
 from tools.bike_shop.timewords import resolve_day
+from tools.core import CallRefusal
 
 MONDAY_10AM = datetime(2025, 6, 2, 10, 0)
 """Seed day. Seeded bookings: tuesday 3 of 4 tune-ups (09:00, 11:00, 14:00) and an e-bike
@@ -313,8 +314,8 @@ def test_handoffs_and_bad_calls(shop: Shop) -> None:
     moved = shop.call("transfer_to_human", reason="refund")
     assert (moved.action, moved.reason) == (CallAction.TRANSFER, "refund")
     bad = shop.error("order_status", order_number="40x13")
-    assert bad.kind is ToolErrorKind.INVALID_ARGUMENTS and "order number" in bad.message
-    assert shop.error("order_pizza").kind is ToolErrorKind.UNKNOWN_TOOL
+    assert bad.kind is CallRefusal.INVALID_ARGUMENTS and "order number" in bad.message
+    assert shop.error("order_pizza").kind is CallRefusal.UNKNOWN_TOOL
 
 
 # ---------------------------------------------------------------- concurrency

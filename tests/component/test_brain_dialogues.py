@@ -16,6 +16,7 @@ from engine.tokenizer import TextTokenizer
 from scripts import make_dialogues
 from tools.bike_shop.results import ToolErrorKind
 from tools.bike_shop.schemas import ARGUMENT_MODELS, DAY_SAID_AS
+from tools.core import CallRefusal
 from voice_agent.brain import callers, lexicon, lines
 from voice_agent.brain.dialogues import Dialogue, Intent, fits
 from voice_agent.brain.format import AgentCall, AgentSay, CallerTurn, ToolResultTurn
@@ -25,7 +26,7 @@ from voice_agent.brain.phrasing import Pool, Split
 from voice_agent.brain.scenarios import generate
 
 TRAIN_DIALOGUES, HELDOUT_DIALOGUES = 400, 120
-UNREACHABLE_ERRORS = {ToolErrorKind.INVALID_ARGUMENTS, ToolErrorKind.UNKNOWN_TOOL,
+UNREACHABLE_ERRORS = {CallRefusal.INVALID_ARGUMENTS, CallRefusal.UNKNOWN_TOOL,
                       ToolErrorKind.LIMIT_REACHED}  # fmt: skip
 """LIMIT_REACHED needs a caller identity; the simulator's shop is unscoped."""
 """The grammar makes every decoded call valid and its tool known, so these never occur."""

@@ -20,6 +20,7 @@ from engine.schedule import Effort
 from engine.tokenizer import TextTokenizer
 from tests.unit.test_agent import MONDAY_10AM, ScriptedEngine, run, say
 from tools.bike_shop.db import ShopContext
+from tools.bike_shop.pack import PACK
 from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent
 from voice_agent.brain import callers
@@ -129,7 +130,7 @@ def test_the_agent_shows_the_hint_to_the_model_and_keeps_its_history_plain(
 ) -> None:
     tok = TextTokenizer.load(BRAIN / "tokenizer.json")
     engine = ScriptedEngine(tok, say(tok, "Which one?"), say(tok, "Sure."), say(tok, "Bye."))
-    agent = Agent(engine, tok, shop, hints=hints)
+    agent = Agent(engine, tok, PACK, shop, hints=hints)
     agent.greet()
     run(agent.respond("any chance you stock rim brake pads"))
     run(agent.respond("uh sure thing"))
@@ -157,7 +158,7 @@ def test_the_agent_runs_the_encoder_off_the_event_loop(
     monkeypatch.setattr(hints, "embed", recording_embed)
     tok = TextTokenizer.load(BRAIN / "tokenizer.json")
     engine = ScriptedEngine(tok, say(tok, "Sure."), say(tok, "Bye."))
-    agent = Agent(engine, tok, shop, hints=hints)
+    agent = Agent(engine, tok, PACK, shop, hints=hints)
     agent.greet()
     run(agent.draft("do you lot fix wobbly wheels on a sunday"))
     run(agent.respond("is there any way i could speak to the owner"))

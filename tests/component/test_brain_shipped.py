@@ -22,6 +22,7 @@ from engine.generate import Request, generate
 from engine.model import DiffusionLM
 from engine.schedule import Schedule
 from tools.bike_shop.db import ShopContext
+from tools.bike_shop.pack import PACK
 from tools.bike_shop.schemas import ARGUMENT_MODELS
 from tools.bike_shop.shop import open_shop
 from voice_agent.agent import (
@@ -88,7 +89,7 @@ def test_the_brain_books_a_tune_up_and_relays_the_booking(tmp_path: Path) -> Non
         engine.start()
         db = open_shop(tmp_path / "shop.sqlite", WEDNESDAY_9AM.date())
         config = AgentConfig(max_prompt_tokens=prompt_budget(brain.card))
-        agent = Agent(engine, brain.tokenizer, ShopContext(db, lambda: WEDNESDAY_9AM),
+        agent = Agent(engine, brain.tokenizer, PACK, ShopContext(db, lambda: WEDNESDAY_9AM),
                       config=config, hints=for_card(brain.card.prompt_hints))  # fmt: skip
         agent.greet()
         try:

@@ -24,7 +24,7 @@ from engine.generate import CommittedBlock, FinishReason, Generation, Request
 from engine.schedule import Effort
 from engine.tokenizer import TextTokenizer
 from tools.bike_shop.db import ShopContext
-from tools.bike_shop.pack import call_tool
+from tools.bike_shop.pack import PACK, call_tool
 from tools.bike_shop.results import ToolResult
 from tools.bike_shop.shop import open_shop
 from voice_agent.agent import (
@@ -34,8 +34,8 @@ from voice_agent.agent import (
     ReplyKind,
     TextChannel,
     ToolOutcome,
+    pack_grammar,
     same_words,
-    shop_grammar,
 )
 from voice_agent.agent.streaming import SayStreamer
 from voice_agent.brain.format import AgentCall, AgentSay, CallerTurn, ToolResultTurn
@@ -66,7 +66,7 @@ def say(tok: TextTokenizer, text: str) -> list[int]:
 
 
 def call(tok: TextTokenizer, tool: str, **arguments: Any) -> list[int]:
-    return tok.encode("<call>") + shop_grammar(tok).encode(tool, arguments)
+    return tok.encode("<call>") + pack_grammar(tok, PACK).encode(tool, arguments)
 
 
 class ScriptedEngine:
@@ -121,7 +121,7 @@ def test_a_call_runs_its_tool_and_the_result_goes_back_to_the_model(
     tok: TextTokenizer, shop: ShopContext
 ) -> None:
     engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING), say(tok, "You're booked."))
-    agent = Agent(engine, tok, shop)
+    agent = Agent(engine, tok, PACK, shop)
     agent.greet()
     reply = run(agent.respond("book me in for a brake check wednesday at ten, ann lee"))
     assert bookings(shop) == [(WEDNESDAY, "10:00", "brake check")]
@@ -139,7 +139,7 @@ def test_a_call_runs_its_tool_and_the_result_goes_back_to_the_model(
     assert agent.turns[-3] == AgentCall("book_service", BOOKING)
     assert agent.turns[-1] == AgentSay("You're booked.")
     assert reply.engine.requests == 2 and reply.engine.forwards > 0
-    assert engine.requests[0].grammar is shop_grammar(tok)  # every call is constrained
+    assert engine.requests[0].grammar is pack_grammar(tok, PACK)  # every call is constrained
 
 
 def test_a_refusal_is_fed_back_as_an_error_and_the_model_explains(
@@ -148,7 +148,7 @@ def test_a_refusal_is_fed_back_as_an_error_and_the_model_explains(
     engine = ScriptedEngine(
         tok, call(tok, "order_status", order_number="98765"), say(tok, "I can't find it.")
     )
-    agent = Agent(engine, tok, shop)
+    agent = Agent(engine, tok, PACK, shop)
     reply = run(agent.respond("where is order 9 8 7 6 5"))
     assert reply.kind is ReplyKind.SAY and reply.text == "I can't find it."
     assert [c.outcome for c in reply.tool_calls] == [ToolOutcome.REFUSED]
@@ -180,7 +180,7 @@ def test_a_timed_out_or_crashed_tool_is_apologised_for_and_the_call_goes_on(
     engine = ScriptedEngine(
         tok, call(tok, "opening_hours", day="tomorrow"), say(tok, "Anything else?")
     )
-    agent = Agent(engine, tok, shop, run_tool=runner, config=AgentConfig(tool_timeout_s=0.05))
+    agent = Agent(engine, tok, PACK, shop, run_tool=runner, config=AgentConfig(tool_timeout_s=0.05))
 
     async def two_turns() -> None:
         reply = await agent.respond("when are you open tomorrow")
@@ -205,7 +205,7 @@ def test_the_tool_step_cap_ends_the_turn_with_the_last_result_and_runs_no_more(
 ) -> None:
     days = ["monday", "tuesday", "wednesday"]
     engine = ScriptedEngine(tok, *(call(tok, "opening_hours", day=d) for d in days))
-    agent = Agent(engine, tok, shop, config=AgentConfig(max_tool_steps=2))
+    agent = Agent(engine, tok, PACK, shop, config=AgentConfig(max_tool_steps=2))
     reply = run(agent.respond("when are you open"))
     assert reply.kind is ReplyKind.FALLBACK
     assert [c.arguments["day"] for c in reply.tool_calls] == days[:2]
@@ -219,7 +219,7 @@ def test_the_tool_step_cap_ends_the_turn_with_the_last_result_and_runs_no_more(
 def test_an_unparseable_answer_asks_the_caller_again(
     tok: TextTokenizer, shop: ShopContext, answer: str
 ) -> None:
-    agent = Agent(ScriptedEngine(tok, tok.encode(answer)), tok, shop)
+    agent = Agent(ScriptedEngine(tok, tok.encode(answer)), tok, PACK, shop)
     reply = run(agent.respond("mumble"))
     assert (reply.kind, reply.text) == (ReplyKind.ASK_AGAIN, PHRASES.say_again)
     assert [d.kind for d in reply.degrades] == [DegradeKind.UNPARSEABLE]
@@ -231,7 +231,7 @@ def test_an_unsure_answer_asks_again_and_an_unsure_call_never_runs(
     engine = ScriptedEngine(
         tok, (say(tok, "Sure."), 0.3), (call(tok, "book_service", **BOOKING), 0.3)
     )
-    agent = Agent(engine, tok, shop, config=AgentConfig(min_confidence=0.5))
+    agent = Agent(engine, tok, PACK, shop, config=AgentConfig(min_confidence=0.5))
     for _ in range(2):
         reply = run(agent.respond("book me in"))
         assert (reply.kind, reply.text) == (ReplyKind.ASK_AGAIN, PHRASES.say_again)
@@ -245,7 +245,7 @@ def test_an_unsure_answer_is_not_streamed_before_the_turn_decides(
 ) -> None:
     engine = ScriptedEngine(tok, (say(tok, "We open at nine. See you then."), 0.3),
                             (say(tok, "We open at nine."), 0.8))  # fmt: skip
-    agent = Agent(engine, tok, shop, config=AgentConfig(min_confidence=0.5))
+    agent = Agent(engine, tok, PACK, shop, config=AgentConfig(min_confidence=0.5))
     pieces: list[str] = []
     reply = run(agent.respond("when do you open", on_text=pieces.append))
     # Only the repeat request was spoken: no half of the unsure answer, no mismatch.
@@ -260,7 +260,7 @@ def test_a_call_from_a_cancelled_generation_never_runs(
     tok: TextTokenizer, shop: ShopContext
 ) -> None:
     engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING))
-    agent = Agent(engine, tok, shop)
+    agent = Agent(engine, tok, PACK, shop)
     engine.after_answer = agent.cancel  # barge-in lands as the call is decoded
 
     with pytest.raises(asyncio.CancelledError):
@@ -275,7 +275,7 @@ def test_barge_in_during_decoding_stops_before_any_call(
 ) -> None:
     engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING))
     engine.hold = asyncio.Event()  # never set: the answer is still being decoded
-    agent = Agent(engine, tok, shop)
+    agent = Agent(engine, tok, PACK, shop)
 
     async def barge_in() -> None:
         task = asyncio.create_task(agent.respond("book me in"))
@@ -295,7 +295,7 @@ def test_a_tool_running_at_barge_in_finishes_is_kept_and_is_not_spoken(
 ) -> None:
     release, started = threading.Event(), threading.Event()
     engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING), say(tok, "Booked."))
-    agent = Agent(engine, tok, shop, run_tool=slow_tool(release, started))
+    agent = Agent(engine, tok, PACK, shop, run_tool=slow_tool(release, started))
     heard: list[str] = []
 
     async def barge_in() -> None:
@@ -323,7 +323,7 @@ def test_the_same_call_twice_in_a_turn_runs_once(tok: TextTokenizer, shop: ShopC
         return call_tool(name, args, ctx)
 
     booking = call(tok, "book_service", **BOOKING)
-    agent = Agent(ScriptedEngine(tok, booking, booking), tok, shop, run_tool=counting)
+    agent = Agent(ScriptedEngine(tok, booking, booking), tok, PACK, shop, run_tool=counting)
     reply = run(agent.respond("book me in"))
     assert runs == ["book_service"]
     assert [c.outcome for c in reply.tool_calls] == [ToolOutcome.OK, ToolOutcome.DUPLICATE]
@@ -337,7 +337,7 @@ def test_the_same_call_twice_in_a_turn_runs_once(tok: TextTokenizer, shop: ShopC
 def test_history_keeps_only_what_the_caller_heard(tok: TextTokenizer, shop: ShopContext) -> None:
     line = "Sure. We are open until six tonight. Anything else?"
     engine = ScriptedEngine(tok, say(tok, line), say(tok, "Okay."), say(tok, "Bye."))
-    agent = Agent(engine, tok, shop)
+    agent = Agent(engine, tok, PACK, shop)
     assert run(agent.respond("are you open late")).text == line
     agent.commit_spoken("Sure.")  # barge-in after the first sentence
     assert agent.turns[-1] == AgentSay("Sure.")
@@ -352,7 +352,7 @@ def test_history_keeps_only_what_the_caller_heard(tok: TextTokenizer, shop: Shop
 def test_a_hand_off_ends_the_turn_with_the_tools_line(
     tok: TextTokenizer, shop: ShopContext
 ) -> None:
-    agent = Agent(ScriptedEngine(tok, call(tok, "end_call")), tok, shop)
+    agent = Agent(ScriptedEngine(tok, call(tok, "end_call")), tok, PACK, shop)
     reply = run(agent.respond("that's all, bye"))
     assert reply.kind is ReplyKind.HANG_UP and reply.ends_call
     assert reply.text == "Thanks for calling, have a good day!"
@@ -364,7 +364,7 @@ def test_speech_streams_as_blocks_arrive_and_adds_up_to_the_reply(
 ) -> None:
     line = "We have two front lights in stock. The cheaper one is twenty dollars."
     engine = ScriptedEngine(tok, call(tok, "search_products", query="light"), say(tok, line))
-    agent = Agent(engine, tok, shop)
+    agent = Agent(engine, tok, PACK, shop)
     pieces: list[str] = []
     first_at: list[int] = []
 
@@ -380,7 +380,7 @@ def test_speech_streams_as_blocks_arrive_and_adds_up_to_the_reply(
 
 def test_text_channel_feeds_an_async_reader(tok: TextTokenizer, shop: ShopContext) -> None:
     line = "One moment. I have checked it for you and it is ready."
-    agent = Agent(ScriptedEngine(tok, say(tok, line)), tok, shop)
+    agent = Agent(ScriptedEngine(tok, say(tok, line)), tok, PACK, shop)
 
     async def read() -> tuple[str, str]:
         channel = TextChannel()
@@ -399,7 +399,7 @@ def test_a_tracker_plans_the_engine_deadline_and_times_the_tools(
     clock = FakeClock(100.0)
     tracker = TurnTracker(clock, Budgets.default())
     engine = ScriptedEngine(tok, call(tok, "opening_hours", day="today"), say(tok, "Till six."))
-    agent = Agent(engine, tok, shop, clock=clock)
+    agent = Agent(engine, tok, PACK, shop, clock=clock)
     run(agent.respond("open today?", tracker=tracker, deadline_s=1e9))
     engine_deadline = tracker.deadline_for(Stage.ENGINE)
     assert [r.deadline_s for r in engine.requests] == [engine_deadline] * 2
@@ -420,7 +420,7 @@ def test_the_turn_record_keeps_each_calls_arguments_and_refusal(
         call(tok, "order_status", order_number="98765"),
         say(tok, "Booked, but I can't find that order."),
     )
-    agent = Agent(engine, tok, shop)
+    agent = Agent(engine, tok, PACK, shop)
     run(agent.respond("book me in, and where is order 9 8 7 6 5", tracker=tracker))
     booked, refused = tracker.record().tool_calls
     # What the tool ran with, so a reader can tell an identical retry from a new booking.
@@ -437,7 +437,7 @@ def test_a_caller_turn_too_long_for_the_window_keeps_its_end(
     tok: TextTokenizer, shop: ShopContext
 ) -> None:
     engine = ScriptedEngine(tok, say(tok, "Sorry?"))
-    agent = Agent(engine, tok, shop, config=AgentConfig(max_prompt_tokens=40))
+    agent = Agent(engine, tok, PACK, shop, config=AgentConfig(max_prompt_tokens=40))
     words = " ".join(f"word{i}" for i in range(200))
     reply = run(agent.respond(f"{words} the end"))
     assert [d.kind for d in reply.degrades] == [DegradeKind.CALLER_TEXT_CUT]
@@ -447,7 +447,7 @@ def test_a_caller_turn_too_long_for_the_window_keeps_its_end(
 
 def test_deadline_is_handed_to_every_engine_request(tok: TextTokenizer, shop: ShopContext) -> None:
     engine = ScriptedEngine(tok, call(tok, "opening_hours", day="today"), say(tok, "Till six."))
-    agent = Agent(engine, tok, shop, clock=FakeClock(100.0))
+    agent = Agent(engine, tok, PACK, shop, clock=FakeClock(100.0))
     run(agent.respond("open today?", deadline_s=123.0))
     assert [r.deadline_s for r in engine.requests] == [123.0, 123.0]
 
@@ -459,7 +459,7 @@ def test_the_answer_after_a_tool_gets_a_floor_of_engine_time_past_the_deadline(
     instant effort, recorded, rather than every token forced in one step."""
     clock = FakeClock(100.0)
     engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING), say(tok, "You're booked."))
-    agent = Agent(engine, tok, shop, clock=clock, config=AgentConfig(relay_floor_s=0.25))
+    agent = Agent(engine, tok, PACK, shop, clock=clock, config=AgentConfig(relay_floor_s=0.25))
     reply = run(agent.respond("book me in", deadline_s=99.0))
     first, relay = engine.requests
     assert first.deadline_s == 99.0  # no tool has run yet: no floor
@@ -470,7 +470,7 @@ def test_the_answer_after_a_tool_gets_a_floor_of_engine_time_past_the_deadline(
     assert reply.text == "You're booked."
     # In time, nothing changes.
     engine = ScriptedEngine(tok, call(tok, "opening_hours", day="today"), say(tok, "Till six."))
-    reply = run(Agent(engine, tok, shop, clock=clock).respond("open?", deadline_s=101.0))
+    reply = run(Agent(engine, tok, PACK, shop, clock=clock).respond("open?", deadline_s=101.0))
     assert [r.deadline_s for r in engine.requests] == [101.0, 101.0] and not reply.degrades
 
 
@@ -478,7 +478,7 @@ def test_speech_streamed_before_the_answer_breaks_stands_as_the_reply(
     tok: TextTokenizer, shop: ShopContext
 ) -> None:
     broken = tok.encode("<say> Let me see. I can do that for you today") + call(tok, "end_call")
-    agent = Agent(ScriptedEngine(tok, broken), tok, shop)
+    agent = Agent(ScriptedEngine(tok, broken), tok, PACK, shop)
     pieces: list[str] = []
     reply = run(agent.respond("can you fix a flat", on_text=pieces.append))
     assert reply.text == "".join(pieces) == "Let me see. I can do that for you today"
@@ -492,7 +492,7 @@ def test_speech_streamed_before_the_answer_breaks_stands_as_the_reply(
 
 def test_a_draft_runs_nothing_and_leaves_the_history(tok: TextTokenizer, shop: ShopContext) -> None:
     engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING))
-    agent = Agent(engine, tok, shop)
+    agent = Agent(engine, tok, PACK, shop)
     agent.greet()
     before = list(agent.turns)
     draft = run(agent.draft("book me in for a brake check wednesday at ten, ann lee"))
@@ -505,7 +505,7 @@ def test_a_fitting_draft_is_the_first_answer_and_its_call_runs_once_adopted(
     tok: TextTokenizer, shop: ShopContext
 ) -> None:
     engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING), say(tok, "You're booked."))
-    agent = Agent(engine, tok, shop)
+    agent = Agent(engine, tok, PACK, shop)
     agent.greet()
     draft = run(agent.draft("Book me in for a brake check Wednesday at ten, Ann Lee."))
     assert bookings(shop) == []
@@ -523,7 +523,7 @@ def test_a_draft_for_other_words_or_an_old_history_is_dropped(
 ) -> None:
     engine = ScriptedEngine(tok, say(tok, "Drafted."), say(tok, "Fresh."), say(tok, "Again."),
                             say(tok, "Fresh again."))  # fmt: skip
-    agent = Agent(engine, tok, shop)
+    agent = Agent(engine, tok, PACK, shop)
     agent.greet()
     draft = run(agent.draft("do you open on sunday"))
     reply = run(agent.respond("do you open on sunday morning", draft=draft))
@@ -577,7 +577,7 @@ def test_a_write_never_lands_after_the_apology_for_it(
         return call_tool(name, args, ctx)
 
     engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING), say(tok, "Booked."))
-    agent = Agent(engine, tok, shop, run_tool=slow_booking,
+    agent = Agent(engine, tok, PACK, shop, run_tool=slow_booking,
                   config=AgentConfig(tool_timeout_s=0.1))  # fmt: skip
     reply = run(agent.respond("yes please"))
     if commits_first:

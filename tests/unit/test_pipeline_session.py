@@ -21,6 +21,7 @@ import pytest
 from engine.generate import Generation, Request
 from engine.tokenizer import TextTokenizer
 from tools.bike_shop.db import ShopContext
+from tools.bike_shop.pack import PACK
 from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, AgentConfig, ReplyKind
 from voice_agent.brain.format import AgentSay
@@ -105,7 +106,9 @@ class FakePipeline:
         self._cache = PhraseCache(self.synthesizer, RATE_HZ)
 
     def new_agent(self) -> Agent:
-        return Agent(self.engine, self._tok, self._shop, config=AgentConfig(min_confidence=0.0))
+        return Agent(
+            self.engine, self._tok, PACK, self._shop, config=AgentConfig(min_confidence=0.0)
+        )
 
     def phrase_cache(self, rate_hz: int) -> PhraseCache:
         assert rate_hz == RATE_HZ

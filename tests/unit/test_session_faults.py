@@ -25,7 +25,7 @@ from engine.batching import EngineClosed
 from engine.generate import Generation, Request
 from engine.tokenizer import TextTokenizer
 from tools.bike_shop.db import ShopContext
-from tools.bike_shop.pack import call_tool
+from tools.bike_shop.pack import PACK, call_tool
 from tools.bike_shop.results import ToolResult
 from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, AgentConfig, EngineStalled, ToolOutcome
@@ -91,7 +91,7 @@ class FaultPipeline(FakePipeline):
     def new_agent(self) -> Agent:
         config = AgentConfig(min_confidence=0.0, tool_timeout_s=self._tool_timeout_s,
                              engine_stall_s=ENGINE_STALL_S)  # fmt: skip
-        return Agent(self.engine, self._tok, self._shop, config=config, run_tool=self._run_tool,
+        return Agent(self.engine, self._tok, PACK, self._shop, config=config, run_tool=self._run_tool,
                      clock=self.clock)  # fmt: skip
 
 

@@ -32,9 +32,10 @@ from tests.unit.test_agent import TOKENIZER, ScriptedEngine, call, say
 from tests.unit.test_bike_shop_schemas import VALID_CALLS
 from tools.bike_shop import db as shop_db
 from tools.bike_shop.db import ShopContext, ShopDb
-from tools.bike_shop.pack import TOOLS, call_tool
+from tools.bike_shop.pack import PACK, TOOLS, call_tool
 from tools.bike_shop.results import Booking, Cancellation, Hours, ToolError, ToolErrorKind
 from tools.bike_shop.shop import open_shop
+from tools.core import CallRefusal
 from voice_agent.agent import Agent, AgentConfig, DegradeKind, ReplyKind, ToolOutcome
 from voice_agent.brain.phrases import phrases
 from voice_agent.events import CallStarted, Protocol
@@ -104,7 +105,7 @@ def test_a_tool_returning_garbage_is_apologised_for_and_the_call_goes_on(
     engine = ScriptedEngine(
         tok, call(tok, "opening_hours", day="tomorrow"), say(tok, "Anything else?")
     )
-    agent = Agent(engine, tok, ctx(db, ME), run_tool=run_tool)
+    agent = Agent(engine, tok, PACK, ctx(db, ME), run_tool=run_tool)
 
     async def two_turns() -> None:
         reply = await agent.respond("when are you open tomorrow")
@@ -130,6 +131,7 @@ def test_a_hanging_tool_in_one_call_leaves_another_call_unaffected(
     stuck = Agent(
         ScriptedEngine(tok, call(tok, "opening_hours", day="tomorrow")),
         tok,
+        PACK,
         ctx(db, OTHER),
         run_tool=hangs,
         config=AgentConfig(tool_timeout_s=0.2),
@@ -138,6 +140,7 @@ def test_a_hanging_tool_in_one_call_leaves_another_call_unaffected(
     fine = Agent(
         ScriptedEngine(tok, call(tok, "book_service", **booking), say(tok, "Booked.")),
         tok,
+        PACK,
         ctx(db, ME),
     )
 
@@ -203,7 +206,7 @@ def test_bad_arguments_are_refused_before_any_side_effect(
     try:
         call_tool(name, arguments, ctx(fuzz_db, ME))
     except ToolError as exc:
-        if exc.kind in (ToolErrorKind.INVALID_ARGUMENTS, ToolErrorKind.UNKNOWN_TOOL):
+        if exc.kind in (CallRefusal.INVALID_ARGUMENTS, CallRefusal.UNKNOWN_TOOL):
             assert snapshot(fuzz_db) == before
             assert exc.message  # speakable
     # anything else escaping (TypeError, sqlite3.Error, ...) fails the test
@@ -340,7 +343,7 @@ def test_prompt_injection_cannot_reach_another_callers_booking(
         call(tok, "cancel_booking", name="sam lee", day="wednesday"),
         say(tok, "Cancelled."),
     )
-    agent = Agent(engine, tok, ctx(db, None))  # nobody identified: anonymous, fail closed
+    agent = Agent(engine, tok, PACK, ctx(db, None))  # nobody identified: anonymous, fail closed
     if identified:
         agent.set_caller(ME)
 
@@ -369,8 +372,8 @@ def test_the_model_cannot_choose_the_identity(tok: TextTokenizer, db: ShopDb) ->
     args = {**SEED_VICTIM, "caller": "phone:+15550100"}
     with pytest.raises(ToolError) as info:
         call_tool("cancel_booking", args, ctx(db, ME))
-    assert info.value.kind is ToolErrorKind.INVALID_ARGUMENTS
-    agent = Agent(ScriptedEngine(tok), tok, replace(ctx(db, None)))
+    assert info.value.kind is CallRefusal.INVALID_ARGUMENTS
+    agent = Agent(ScriptedEngine(tok), tok, PACK, replace(ctx(db, None)))
     assert agent.tools.caller is not None and agent.tools.caller.startswith("anonymous:")
 
 
@@ -389,6 +392,7 @@ def test_tools_run_on_their_own_threads_while_the_default_pool_is_full(
     agent = Agent(
         ScriptedEngine(tok, call(tok, "book_service", **booking), say(tok, "Booked.")),
         tok,
+        PACK,
         ctx(db, ME),
         run_tool=recording,
         config=AgentConfig(tool_timeout_s=1.0),

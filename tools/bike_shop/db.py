@@ -35,6 +35,7 @@ from tools.bike_shop.catalogue import (
     SERVICES,
     WEEKDAYS,
 )
+from tools.core import WriteAbandoned, current_gate
 
 BUSY_TIMEOUT_S = 1.0
 """How long a writer waits for another connection's transaction before failing: well
@@ -74,50 +75,6 @@ class Conn(Protocol):
     """What the tools' SQL runs on: `execute` with `?` placeholders."""
 
     def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
-
-
-class WriteAbandoned(RuntimeError):
-    """The tool's caller gave up on it (its timeout passed) before it committed: rolled
-    back, nothing written."""
-
-
-class WriteGate:
-    """Decides, once, between a tool's write committing and its caller giving up on it,
-    so a write never lands after the caller heard the apology for it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._state = ""
-
-    def commit(self) -> bool:
-        """May the write commit? False once abandoned."""
-        with self._lock:
-            if self._state == "abandoned":
-                return False
-            self._state = "committed"
-            return True
-
-    def abandon(self) -> bool:
-        """Give up on the tool: True when nothing was committed (and now never will be),
-        False when a write already committed (its result should be awaited instead)."""
-        with self._lock:
-            if self._state == "committed":
-                return False
-            self._state = "abandoned"
-            return True
-
-
-_gates = threading.local()
-
-
-@contextmanager
-def gated(gate: WriteGate) -> Iterator[None]:
-    """Writes in this thread, inside the block, commit only through `gate`."""
-    _gates.current = gate
-    try:
-        yield
-    finally:
-        _gates.current = None
 
 
 SCHEMA = """
@@ -280,7 +237,7 @@ class ShopDb(ABC):
             except BaseException:
                 self._end(conn, commit=False)
                 raise
-            gate: WriteGate | None = getattr(_gates, "current", None)
+            gate = current_gate()
             if gate is not None and not gate.commit():
                 self._end(conn, commit=False)
                 raise WriteAbandoned("the tool's caller gave up before it committed")

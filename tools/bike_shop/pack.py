@@ -15,30 +15,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
-
-from pydantic import BaseModel, ValidationError
+from datetime import datetime
+from typing import Any, get_args
 
 from tools.bike_shop import schemas, store, workshop
-from tools.bike_shop.db import ShopContext
-from tools.bike_shop.results import CallAction, Handoff, ToolError, ToolErrorKind, ToolResult
-from voice_agent.speech.say import say_list
-
-A = TypeVar("A", bound=BaseModel)
+from tools.bike_shop.catalogue import PRODUCTS
+from tools.bike_shop.db import ShopContext, ShopDb
+from tools.bike_shop.readbacks import READBACKS
+from tools.bike_shop.results import SearchResult, ToolErrorKind, ToolResult
+from tools.bike_shop.shop import open_shop
+from tools.core import CallAction, Handoff, ToolError, ToolPack, ToolSpec
 
 DB_TIMEOUT_S = 2.0
 """A database tool that has not answered by then is apologised for."""
 INSTANT_TIMEOUT_S = 0.5
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSpec(Generic[A]):
-    name: str
-    args_model: type[A]
-    run: Callable[[A, ShopContext], ToolResult]
-    description: str
-    """One line for the system prompt."""
-    timeout_s: float
 
 
 def transfer_to_human(args: schemas.TransferToHuman, ctx: ShopContext) -> Handoff:
@@ -53,7 +43,7 @@ def end_call(args: schemas.EndCall, ctx: ShopContext) -> Handoff:
     return Handoff(CallAction.HANG_UP, "", "Thanks for calling, have a good day!")
 
 
-TOOLS: dict[str, ToolSpec[Any]] = {
+TOOLS: dict[str, ToolSpec[Any, ShopContext]] = {
     spec.name: spec
     for spec in (
         ToolSpec("check_availability", schemas.CheckAvailability, workshop.check_availability,
@@ -80,20 +70,9 @@ TOOLS: dict[str, ToolSpec[Any]] = {
 
 
 def call_tool(name: str, arguments: Mapping[str, Any], ctx: ShopContext) -> ToolResult:
-    """Validate `arguments` for tool `name` and run it. Raises ToolError only: an unknown
-    tool or invalid arguments become UNKNOWN_TOOL / INVALID_ARGUMENTS."""
-    spec = TOOLS.get(name)
-    if spec is None:
-        raise ToolError(ToolErrorKind.UNKNOWN_TOOL, "Sorry, I can't do that over the phone.")
-    try:
-        args = spec.args_model.model_validate(dict(arguments))
-    except ValidationError as exc:
-        keys = dict.fromkeys(str(e["loc"][0]).replace("_", " ") for e in exc.errors() if e["loc"])
-        what = f"the {say_list(list(keys))}" if keys else "that"
-        raise ToolError(
-            ToolErrorKind.INVALID_ARGUMENTS, f"Sorry, I didn't catch {what}. Could you repeat it?"
-        ) from None
-    result: ToolResult = spec.run(args, ctx)
+    """Validate `arguments` for tool `name` and run it (`PACK.call`). Raises ToolError
+    only: an unknown tool or invalid arguments are `CallRefusal`s."""
+    result: ToolResult = PACK.call(name, arguments, ctx)
     return result
 
 
@@ -130,3 +109,53 @@ CONSENT = {**IRREVERSIBLE_CONSENT, **WRITE_CONSENT}
 one of these tools after a caller line of another act is not run, and the model answers
 again without the tool. LOOKUP_CONSENT is not in it: on the dev split it raised exact
 actions 0.645 -> 0.67 but wrong writes in calls 7 -> 12 (scripts/eval_callers.py)."""
+
+
+PRODUCT_NAMES = {p.product_id: p.name for p in PRODUCTS}
+
+
+def result_notes(outcome: object) -> str:
+    """What the model reads after a result's line: the product ids a reserve call may
+    copy (a search's hits in stock, an out-of-stock refusal's alternatives), with their
+    names, as `[107 winter tyre; 108 ...]`."""
+    pairs: list[tuple[str, str]] = []
+    if isinstance(outcome, ToolError) and outcome.kind is ToolErrorKind.OUT_OF_STOCK:
+        pairs = [(pid, PRODUCT_NAMES.get(pid, "")) for pid in outcome.alternatives]
+    elif isinstance(outcome, SearchResult):
+        pairs = [(h.product_id, h.name) for h in outcome.products if h.in_stock]
+    return " [" + "; ".join(f"{pid} {name}" for pid, name in pairs) + "]" if pairs else ""
+
+
+@dataclass(frozen=True, slots=True)
+class ShopState:
+    """The shop's database in one process (`tools.core.PackState`)."""
+
+    db: ShopDb
+    now: Callable[[], datetime]
+
+    def context(self) -> ShopContext:
+        return ShopContext(self.db, self.now)
+
+    def writable(self) -> bool:
+        return self.db.writable()
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def open_state(where: str, now: Callable[[], datetime]) -> ShopState:
+    """Open the shop at `where` (a SQLite path or a `postgresql://` URL), created and
+    seeded relative to `now()`'s date when new."""
+    return ShopState(open_shop(where, now().date()), now)
+
+
+PACK: ToolPack[ShopContext] = ToolPack(
+    name="bike_shop",
+    tools=TOOLS,
+    result_types=tuple(t for t in get_args(ToolResult) if t is not Handoff),
+    open=open_state,
+    readbacks=READBACKS,
+    consent=CONSENT,
+    notes=result_notes,
+)
+"""The bike shop as a tool pack (`[tools] pack = "bike_shop"`, the default)."""

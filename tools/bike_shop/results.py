@@ -1,4 +1,5 @@
-"""What the shop's tools return: frozen results with a speakable line, or a `ToolError`.
+"""What the shop's tools return: frozen results with a speakable line, or a `ToolError`
+(`tools.core`, with `Handoff` and `CallAction`, which every pack shares).
 
 Every result carries `say`, a short sentence the agent can speak as is (numbers, times
 and prices in words). `to_dict` gives the JSON-ready form fed back to the model as a
@@ -15,9 +16,15 @@ from enum import Enum
 from typing import Any
 
 from tools.bike_shop.catalogue import OrderState
+from tools.core import CallAction as CallAction
+from tools.core import CallRefusal as CallRefusal
+from tools.core import Handoff as Handoff
+from tools.core import ToolError as ToolError
 
 
 class ToolErrorKind(Enum):
+    """The shop's refusals (`tools.core.CallRefusal` holds the ones every pack has)."""
+
     NO_SUCH_ORDER = "no_such_order"
     NO_SUCH_BOOKING = "no_such_booking"
     NO_SUCH_PRODUCT = "no_such_product"
@@ -34,37 +41,6 @@ class ToolErrorKind(Enum):
     IN_THE_PAST = "in_the_past"
     LIMIT_REACHED = "limit_reached"
     """The caller already holds as many bookings or reservations as one caller may."""
-    INVALID_ARGUMENTS = "invalid_arguments"
-    UNKNOWN_TOOL = "unknown_tool"
-
-
-class ToolError(Exception):
-    """A tool's refusal the agent talks about, never a crash.
-
-    `message` is speakable; `alternatives` are values for a retry: "HH:MM" times for
-    `SLOT_TAKEN`, ISO dates for `FULLY_BOOKED`/`CLOSED_THAT_DAY`/`IN_THE_PAST`, product
-    ids for `OUT_OF_STOCK`, categories for `NO_MATCH`.
-    """
-
-    def __init__(self, kind: ToolErrorKind, message: str, alternatives: tuple[str, ...] = ()):
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.alternatives = alternatives
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "error": self.kind.value,
-            "message": self.message,
-            "alternatives": list(self.alternatives),
-        }
-
-
-class CallAction(Enum):
-    """What the agent must do with the call after a hand-off result."""
-
-    TRANSFER = "transfer"
-    HANG_UP = "hang_up"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,13 +125,6 @@ class Hours:
     opens: str | None
     """ "HH:MM", None when closed all day."""
     closes: str | None
-    say: str
-
-
-@dataclass(frozen=True, slots=True)
-class Handoff:
-    action: CallAction
-    reason: str
     say: str
 
 

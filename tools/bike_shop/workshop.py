@@ -17,6 +17,7 @@ from tools.bike_shop.db import Conn, ShopContext, name_key
 from tools.bike_shop.results import (
     Availability,
     Booking,
+    CallRefusal,
     Cancellation,
     Hours,
     ToolError,
@@ -67,7 +68,7 @@ def _hours(conn: Conn, day: date) -> tuple[time, time] | None:
 def _service(conn: Conn, name: str) -> _Service:
     row = conn.execute("SELECT * FROM services WHERE name = ?", (name,)).fetchone()
     if row is None:
-        raise ToolError(ToolErrorKind.INVALID_ARGUMENTS, f"Sorry, we don't offer a {name}.")
+        raise ToolError(CallRefusal.INVALID_ARGUMENTS, f"Sorry, we don't offer a {name}.")
     return _Service(row["name"], row["duration_min"], row["daily_capacity"], row["price_cents"])
 
 

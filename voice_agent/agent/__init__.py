@@ -8,7 +8,7 @@ from voice_agent.agent.agent import (
     EngineStalled,
     same_words,
 )
-from voice_agent.agent.prompt import fit_prompt, prompt_budget, shop_grammar
+from voice_agent.agent.prompt import fit_prompt, pack_grammar, prompt_budget
 from voice_agent.agent.reply import (
     AgentDegrade,
     AgentReply,
@@ -35,7 +35,7 @@ __all__ = [
     "ToolCallRecord",
     "ToolOutcome",
     "fit_prompt",
+    "pack_grammar",
     "prompt_budget",
     "same_words",
-    "shop_grammar",
 ]

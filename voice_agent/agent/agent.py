@@ -1,6 +1,7 @@
 """The agent loop: one `Agent` per call holds the dialogue and answers each caller turn.
 
-    agent = Agent(engine, tok, ShopContext(db, datetime.now))
+    pack = load_pack("bike_shop")                   # tools.core.ToolPack
+    agent = Agent(engine, tok, pack, pack.open("shop.sqlite", datetime.now).context())
     agent.greet()                                    # the fixed greeting, into the history
     reply = await agent.respond("hi, do you have front lights?", deadline_s=t + 0.5)
     ...speak reply.text; on barge-in: agent.cancel(); agent.commit_spoken(text_heard)
@@ -45,10 +46,8 @@ from engine.constraints import CallGrammar
 from engine.generate import CommittedBlock, Generation, Request
 from engine.schedule import Effort, Schedule
 from engine.tokenizer import TextTokenizer
-from tools.bike_shop.db import ShopContext
-from tools.bike_shop.pack import TOOLS, ToolSpec, call_tool
-from tools.bike_shop.results import CallAction
-from voice_agent.agent.prompt import fit_prompt, shop_grammar
+from tools.core import CallAction, ToolPack
+from voice_agent.agent.prompt import fit_prompt, pack_grammar
 from voice_agent.agent.reply import (
     AgentDegrade,
     AgentReply,
@@ -174,25 +173,27 @@ class Agent:
         self,
         engine: AnswerEngine,
         tok: TextTokenizer,
-        ctx: ShopContext,
+        pack: ToolPack[Any],
+        ctx: Any,
         *,
         config: AgentConfig | None = None,
-        tools: Mapping[str, ToolSpec[Any]] = TOOLS,
-        run_tool: RunTool = call_tool,
+        run_tool: RunTool | None = None,
         grammar: CallGrammar | None = None,
         fixed: Phrases | None = None,
         clock: Clock | None = None,
         hints: CallerHints | None = None,
         consent: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
-        """`tools`/`run_tool`: the pack (tests pass a slow or failing runner); `grammar`
-        defaults to `shop_grammar(tok)`; `fixed`: the fixed phrases (prompts/phrases.toml).
+        """`pack`: the business's tools (`tools.core.ToolPack`) and `ctx` the pack's
+        context for this call; `run_tool` runs them (default `pack.call`; tests pass a
+        slow or failing runner); `grammar` defaults to `pack_grammar(tok, pack)`;
+        `fixed`: the fixed phrases (prompts/phrases.toml).
         `ctx.caller` scopes what the tools may change; when it is None the agent acts for
         an anonymous caller of its own (it can cancel only what it booked) until
         `set_caller` names the caller. `hints`: the caller hints the checkpoint was trained
         with (voice_agent/brain/hints.py `for_card`), shown on the latest caller line.
         `consent`: tool → the caller acts (hint labels) that ask for it
-        (`tools.bike_shop.pack.CONSENT`); a call of such a tool after a caller line of
+        (the pipeline passes `pack.consent`); a call of such a tool after a caller line of
         another act is not run, and the model answers again without that tool. Off
         without `hints` (no reading of the caller's line to go by)."""
         self.config = config or AgentConfig()
@@ -200,21 +201,27 @@ class Agent:
         self._narrowed: dict[frozenset[str], CallGrammar] = {}
         self._engine = engine
         self._tok = tok
-        self._grammar = grammar or shop_grammar(tok)
-        self._models: dict[str, type[BaseModel]] = {n: s.args_model for n, s in tools.items()}
+        self.pack = pack
+        self._grammar = grammar or pack_grammar(tok, pack)
+        self._models: dict[str, type[BaseModel]] = pack.argument_models
         self.phrases = fixed or phrases()
         if ctx.caller is None:  # fail closed: an unidentified call reaches only its own
             ctx = replace(ctx, caller=f"{ANONYMOUS_PREFIX}{uuid.uuid4().hex}")
         self._hints = hints
         self._clock = clock or MonotonicClock()
         """The engine's clock: request deadlines are on it (so are tool timings)."""
-        self.tools = ToolRunner(ctx, self.phrases.tool_failed, tools=tools, run_tool=run_tool,
+        self.tools = ToolRunner(pack, ctx, self.phrases.tool_failed, run_tool=run_tool,
                                 timeout_s=self.config.tool_timeout_s,
                                 clock=self._clock)  # fmt: skip
         self.turns: list[Turn] = []
         """The dialogue so far, as the model reads it."""
         self._turn = 0
         self._task: asyncio.Task[Any] | None = None
+
+    @property
+    def grammar(self) -> CallGrammar:
+        """The grammar every answer is decoded under (before a turn withholds tools)."""
+        return self._grammar
 
     def greet(self) -> str:
         """The greeting phrase, put into the history; the session speaks it."""

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
+from typing import Any
 
 from engine.checkpoint import ModelCard
 from engine.constraints import CallGrammar
 from engine.schedule import Effort
 from engine.tokenizer import TextTokenizer
-from tools.bike_shop.readbacks import READBACKS
-from tools.bike_shop.schemas import ARGUMENT_MODELS
+from tools.core import ToolPack
 from voice_agent.brain.format import (
     MAX_PROMPT_TOKENS,
     CallerTurn,
@@ -25,10 +25,10 @@ CUT_SHARE = 4
 
 
 @functools.cache
-def shop_grammar(tok: TextTokenizer) -> CallGrammar:
-    """The bike shop's call grammar and read-backs for `tok`, built once per process and
-    tokenizer."""
-    return CallGrammar(tok, ARGUMENT_MODELS, READBACKS)
+def pack_grammar(tok: TextTokenizer, pack: ToolPack[Any]) -> CallGrammar:
+    """The call grammar of `pack`'s tools and read-backs for `tok`, built once per
+    process, tokenizer and pack."""
+    return CallGrammar(tok, pack.argument_models, pack.readbacks)
 
 
 def prompt_budget(card: ModelCard) -> int:

@@ -25,14 +25,11 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, cast, get_args
+from typing import Any, cast
 
-from tools.bike_shop.db import ShopContext, WriteGate, gated
-from tools.bike_shop.pack import TOOLS, ToolSpec, call_tool
-from tools.bike_shop.results import CallAction, Handoff, ToolError, ToolResult
+from tools.core import CallAction, Handoff, ToolError, ToolPack, WriteGate, gated
 from voice_agent.agent.reply import ToolCallRecord, ToolOutcome
-from voice_agent.brain.format import ERROR_PREFIX, AgentCall, ToolResultTurn
-from voice_agent.brain.results import result_turn
+from voice_agent.brain.format import ERROR_PREFIX, AgentCall, SaysLine, ToolResultTurn
 from voice_agent.clock import Clock, MonotonicClock
 from voice_agent.latency import TurnTracker
 from voice_agent.pools import named_pool
@@ -40,14 +37,13 @@ from voice_agent.turn_record import ToolOutcome as TrackedOutcome
 
 log = logging.getLogger(__name__)
 
-RunTool = Callable[[str, Mapping[str, Any], ShopContext], ToolResult]
-"""`tools.bike_shop.pack.call_tool`'s signature: raises only ToolError for bad input."""
+RunTool = Callable[[str, Mapping[str, Any], Any], object]
+"""`ToolPack.call`'s signature (name, arguments, context): raises only ToolError for bad
+input."""
 TIMEOUT_KIND = "timeout"
 FAILED_KIND = "failed"
 """Error kinds of the result turn fed back for a timed-out or crashed tool."""
 _MS_PER_S = 1000.0
-RESULT_TYPES: tuple[type, ...] = get_args(ToolResult)
-"""What a tool may return (or it raises ToolError)."""
 _TRACKED = {
     ToolOutcome.OK: TrackedOutcome.OK,
     ToolOutcome.REFUSED: TrackedOutcome.OK,  # the tool answered in time
@@ -87,7 +83,8 @@ class _Discarded(Exception):
 TOOL_THREADS = 8
 """Tool calls running at once in the process, on their own pool (`voice_agent.pools`): a
 tool stuck on its database cannot delay synthesis or hint encoding, nor they a tool. A
-stuck tool holds a thread until its database wait ends (`tools.bike_shop.db.BUSY_TIMEOUT_S`)."""
+stuck tool holds a thread until its database wait ends (the bike shop's is
+`tools.bike_shop.db.BUSY_TIMEOUT_S`)."""
 
 
 class ToolRunner:
@@ -95,20 +92,23 @@ class ToolRunner:
 
     def __init__(
         self,
-        ctx: ShopContext,
+        pack: ToolPack[Any],
+        ctx: Any,
         failed_line: str,
         *,
-        tools: Mapping[str, ToolSpec[Any]] = TOOLS,
-        run_tool: RunTool = call_tool,
+        run_tool: RunTool | None = None,
         timeout_s: float | None = None,
         clock: Clock | None = None,
     ) -> None:
-        """`failed_line`: what the caller hears for a timeout or crash. `timeout_s`
-        overrides every tool's own `ToolSpec.timeout_s`."""
+        """`ctx`: the pack's context for this call (a dataclass with a `caller` field).
+        `failed_line`: what the caller hears for a timeout or crash. `run_tool` defaults
+        to `pack.call` (tests pass a slow or failing one). `timeout_s` overrides every
+        tool's own `ToolSpec.timeout_s`."""
+        self._pack = pack
         self._ctx = ctx
         self._failed_line = failed_line
-        self._tools = tools
-        self._run_tool = run_tool
+        self._tools = pack.tools
+        self._run_tool = run_tool or pack.call
         self._timeout_s = timeout_s
         self._clock = clock or MonotonicClock()
         self._done: dict[CallKey, ToolRun] = {}
@@ -117,12 +117,14 @@ class ToolRunner:
 
     @property
     def caller(self) -> str | None:
-        """Who the tools act for (`ShopContext.caller`)."""
-        return self._ctx.caller
+        """Who the tools act for (the context's `caller`)."""
+        caller: str | None = self._ctx.caller
+        return caller
 
     def scope_to(self, caller: str) -> None:
         """Act for `caller` from now on: bookings record it and only theirs can be
-        cancelled (see `ShopContext.caller`). Set by the session, never by the model."""
+        cancelled (the bike shop's `ShopContext.caller`). Set by the session, never by the
+        model."""
         self._ctx = replace(self._ctx, caller=caller)
 
     def timeout_for(self, tool: str) -> float:
@@ -162,11 +164,12 @@ class ToolRunner:
         discarded = self._discard = threading.Event()
         gate = WriteGate()
 
-        def work() -> ToolResult:
+        def work() -> SaysLine:
             if discarded.is_set():
                 raise _Discarded
             with gated(gate):
-                return _checked(self._run_tool(call.tool, call.arguments, self._ctx))
+                result = self._run_tool(call.tool, call.arguments, self._ctx)
+                return _checked(result, self._pack.result_types)
 
         # Submitted to the pool now (not on a later loop step, as `to_thread` would be),
         # so the discard flag alone decides whether a queued tool starts.
@@ -175,7 +178,7 @@ class ToolRunner:
         timeout_s = self.timeout_for(call.tool)
         try:
             try:
-                outcome: ToolResult | BaseException = await asyncio.wait_for(
+                outcome: SaysLine | BaseException = await asyncio.wait_for(
                     asyncio.shield(job), timeout_s
                 )
             except asyncio.CancelledError:
@@ -218,7 +221,7 @@ class ToolRunner:
 
     async def _committed(
         self,
-        job: asyncio.Future[ToolResult],
+        job: asyncio.Future[SaysLine],
         call: AgentCall,
         turn: int,
         generation: int,
@@ -253,7 +256,7 @@ class ToolRunner:
         generation: int,
         start_s: float,
         outcome: ToolOutcome,
-        result: ToolResult | BaseException | None,
+        result: SaysLine | BaseException | None,
         tracker: TurnTracker | None,
         handle: int | None,
     ) -> ToolRun:
@@ -270,36 +273,41 @@ class ToolRunner:
         if tracker is not None and handle is not None:
             refusal = error if outcome is ToolOutcome.REFUSED else None
             tracker.end_tool(handle, _TRACKED[outcome], refusal)
-        return _tool_run(record, call.tool, result, self._failed_line)
+        return _tool_run(record, call.tool, result, self._failed_line, self._pack.notes)
 
 
 def _tool_run(
-    record: ToolCallRecord, tool: str, result: ToolResult | BaseException | None, failed: str
+    record: ToolCallRecord,
+    tool: str,
+    result: SaysLine | BaseException | None,
+    failed: str,
+    notes: Callable[[object], str],
 ) -> ToolRun:
     if isinstance(result, ToolError):
-        return ToolRun(record, result_turn(tool, result), result.message)
+        return ToolRun(record, ToolResultTurn.of(tool, result, notes(result)), result.message)
     if result is None or isinstance(result, BaseException):
         kind = TIMEOUT_KIND if isinstance(result, TimeoutError) else FAILED_KIND
         return ToolRun(record, ToolResultTurn(tool, f"{ERROR_PREFIX} {kind}: {failed}", kind),
                        failed)  # fmt: skip
     handoff = result.action if isinstance(result, Handoff) else None
-    return ToolRun(record, result_turn(tool, result), result.say, handoff)
+    return ToolRun(record, ToolResultTurn.of(tool, result, notes(result)), result.say, handoff)
 
 
-def _checked(result: object) -> ToolResult:
-    """A tool's return value, or TypeError (a failed tool: the apology) when it is not a
-    result with a line to say, so garbage never reaches the prompt or the caller."""
-    if not isinstance(result, RESULT_TYPES):
+def _checked(result: object, result_types: tuple[type, ...]) -> SaysLine:
+    """A tool's return value, or TypeError (a failed tool: the apology) when it is not one
+    of the pack's results (or a `Handoff`) with a line to say, so garbage never reaches
+    the prompt or the caller."""
+    if not isinstance(result, (*result_types, Handoff)):
         raise TypeError(f"the tool returned {type(result).__name__}, not a tool result")
     say = getattr(result, "say", None)
     if not isinstance(say, str) or not say.strip():
         raise TypeError(f"the tool's {type(result).__name__} has no line to say")
-    return cast(ToolResult, result)
+    return cast(SaysLine, result)
 
 
 async def _settle(
-    job: asyncio.Future[ToolResult], wait_s: float, tool: str
-) -> ToolResult | BaseException:
+    job: asyncio.Future[SaysLine], wait_s: float, tool: str
+) -> SaysLine | BaseException:
     """The job's result or exception once it is done, waiting at most `wait_s` (its
     timeout's remainder) even if cancelled again meanwhile."""
     try:
@@ -313,12 +321,12 @@ async def _settle(
         return exc
 
 
-def _outlive(job: asyncio.Future[ToolResult], tool: str) -> None:
+def _outlive(job: asyncio.Future[SaysLine], tool: str) -> None:
     """Stop waiting for a tool still running in its thread: its late outcome is logged
     when it comes. (Someone must read it: a cancelled `shield` no longer does, and asyncio
     reports an exception nobody read as "Future exception was never retrieved".)"""
 
-    def late(done: asyncio.Future[ToolResult]) -> None:
+    def late(done: asyncio.Future[SaysLine]) -> None:
         if done.cancelled():
             return
         exc = done.exception()

@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
 from engine.constraints import CallGrammar, CallSources
 from engine.schedule import Effort
 from engine.tokenizer import Special, TextTokenizer
+from tools.core import ToolError
 
 WINDOW_TOKENS = 256
 """The model's window: prompt + answer."""
@@ -72,6 +73,13 @@ class AgentCall:
         return json.dumps({"name": self.tool, "arguments": dict(self.arguments)})
 
 
+class SaysLine(Protocol):
+    """A tool result: whatever else it holds, a line the agent can say."""
+
+    @property
+    def say(self) -> str: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ToolResultTurn:
     """A tool's outcome as fed back to the model: its speakable line, or
@@ -80,6 +88,15 @@ class ToolResultTurn:
     tool: str
     text: str
     error: str | None = None
+
+    @classmethod
+    def of(cls, tool: str, outcome: SaysLine | ToolError, notes: str = "") -> ToolResultTurn:
+        """The turn for a tool's result (its `say`) or refusal (its kind's value and
+        message), with the pack's `notes` after it."""
+        if isinstance(outcome, ToolError):
+            kind = str(outcome.kind.value)
+            return cls(tool, f"{ERROR_PREFIX} {kind}: {outcome.message}{notes}", kind)
+        return cls(tool, f"{outcome.say}{notes}")
 
 
 Turn = CallerTurn | AgentSay | AgentCall | ToolResultTurn

@@ -1,11 +1,12 @@
-"""What every call shares: the engine, the recognizer, the synthesizer, the shop, the log.
+"""What every call shares: the engine, the recognizer, the synthesizer, the tools, the log.
 
     async with Pipeline(settings) as pipeline:
         async with VoiceServer(settings, pipeline.new_session):
             ...
 
 `Pipeline` loads everything once per process (the checkpoint, Whisper, the TTS voice,
-the fixed phrases, the shop's SQLite file) and hands each call a `PipelineSession`.
+the fixed phrases, the tool pack `[tools] pack` and its database) and hands each call a
+`PipelineSession`.
 Loading runs in worker threads, so a server that starts it keeps its event loop free.
 """
 
@@ -17,13 +18,11 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.batching import Engine
 from engine.checkpoint import Checkpoint, load
-from tools.bike_shop.db import ShopContext, ShopDb
-from tools.bike_shop.pack import CONSENT, call_tool
-from tools.bike_shop.shop import open_shop
+from tools.core import PackState, ToolPack, load_pack
 from voice_agent.agent import Agent, AgentConfig, prompt_budget
 from voice_agent.agent.tools import RunTool
 from voice_agent.audio import PHONE_RATE_HZ
@@ -77,11 +76,12 @@ class Pipeline:
         synthesizer: Synthesizer | None = None,
         clock: Clock | None = None,
         shop_now: Callable[[], datetime] = datetime.now,
-        run_tool: RunTool = call_tool,
+        run_tool: RunTool | None = None,
     ) -> None:
         """`synthesizer` defaults to `[models] tts_backend` (hibari, else espeak-ng);
-        `shop_now` is the shop's wall clock (tools resolve "tomorrow" with it);
-        `run_tool` runs the tool pack's tools (tests pass a failing or hanging one)."""
+        `shop_now` is the business's wall clock (tools resolve "tomorrow" with it);
+        `run_tool` runs the tool pack's tools (default the pack's own `call`; tests pass
+        a failing or hanging one)."""
         self.settings = settings
         self.clock = clock or MonotonicClock()
         self.budgets = Budgets.from_settings(settings.budgets)
@@ -97,7 +97,8 @@ class Pipeline:
         self._engine: Engine | None = None
         self._asr: AsrWorker | None = None
         self._end_of_turn: TurnModelWorker | None = None
-        self._shop: ShopDb | None = None
+        self._pack: ToolPack[Any] | None = None
+        self._tool_state: PackState[Any] | None = None
         self._phrases: dict[int, PhraseCache] = {}
         records = settings.pipeline.records
         self._records = (
@@ -117,9 +118,11 @@ class Pipeline:
         """Set by `start()` when `[telemetry] broker_url` is."""
 
     async def start(self) -> None:
-        """Load models and open the shop. Raises FileNotFoundError/ValueError for a bad
-        checkpoint, ModelNotInstalledError/TtsUnavailable naming a missing package."""
+        """Load models and open the tool pack's state. Raises FileNotFoundError/ValueError
+        for a bad checkpoint or an unknown pack, ModelNotInstalledError/TtsUnavailable
+        naming a missing package."""
         cfg = self.settings
+        self._pack = await asyncio.to_thread(load_pack, cfg.tools.pack)
         device = cfg.models.device
         self._checkpoint = await asyncio.to_thread(load, self.checkpoint_path, device)
         self._hints = await asyncio.to_thread(for_card, self._checkpoint.card.prompt_hints)
@@ -137,12 +140,13 @@ class Pipeline:
             self._synth = await asyncio.to_thread(default_synthesizer, cfg.models.tts_backend)
         url = cfg.tools.database_url
         where = url.get_secret_value() if url is not None else cfg.pipeline.shop_db
-        self._shop = await asyncio.to_thread(open_shop, where, self._shop_now().date())
+        self._tool_state = await asyncio.to_thread(self._pack.open, str(where), self._shop_now)
         await self.phrase_cache(PHONE_RATE_HZ).warm_async(phrases().all())
         await self._start_telemetry()
         budget = prompt_budget(self._checkpoint.card)
-        log.info("pipeline ready: brain %s (prompts up to %d tokens), voice %s",
-                 self.checkpoint_path, budget, self.synthesizer.voice)  # fmt: skip
+        log.info("pipeline ready: brain %s (prompts up to %d tokens), voice %s, tools %s",
+                 self.checkpoint_path, budget, self.synthesizer.voice,
+                 self._pack.name)  # fmt: skip
 
     async def _start_telemetry(self) -> None:
         cfg = self.settings.telemetry
@@ -184,8 +188,8 @@ class Pipeline:
             await asyncio.to_thread(self._asr.close)
         if self._end_of_turn is not None:
             self._end_of_turn.close()
-        if self._shop is not None:
-            self._shop.close()
+        if self._tool_state is not None:
+            self._tool_state.close()
 
     async def __aenter__(self) -> Pipeline:
         try:
@@ -212,17 +216,30 @@ class Pipeline:
             raise RuntimeError("the pipeline is not started")
         return self._synth
 
+    @property
+    def pack(self) -> ToolPack[Any]:
+        if self._pack is None:
+            raise RuntimeError("the pipeline is not started")
+        return self._pack
+
+    @property
+    def tool_state(self) -> PackState[Any]:
+        """The pack's state in this process (its database)."""
+        if self._tool_state is None:
+            raise RuntimeError("the pipeline is not started")
+        return self._tool_state
+
     def new_agent(self) -> Agent:
-        if self._checkpoint is None or self._shop is None:
+        if self._checkpoint is None or self._tool_state is None or self._pack is None:
             raise RuntimeError("the pipeline is not started")
         config = AgentConfig(
             min_confidence=self.settings.pipeline.min_confidence,
             max_prompt_tokens=prompt_budget(self._checkpoint.card),
         )
-        ctx = ShopContext(self._shop, self._shop_now)
-        return Agent(self.engine, self._checkpoint.tokenizer, ctx, config=config,
+        ctx = self._tool_state.context()
+        return Agent(self.engine, self._checkpoint.tokenizer, self._pack, ctx, config=config,
                      run_tool=self._run_tool, clock=self.clock, hints=self._hints,
-                     consent=CONSENT)  # fmt: skip
+                     consent=self._pack.consent)  # fmt: skip
 
     def new_listener(self, sample_rate_hz: int) -> Listener:
         if self._asr is None:
@@ -249,11 +266,11 @@ class Pipeline:
 
     def health(self) -> dict[str, object]:
         """What a supervisor or load balancer asks (`/healthz`, `/readyz`): `alive` is
-        False when the engine is dead or closed or the shop's database cannot be written;
+        False when the engine is dead or closed or the tools' database cannot be written;
         the rest are figures (engine crashes survived, ASR decodes pending, broker)."""
-        engine, asr, shop, pub = self._engine, self._asr, self._shop, self._publisher
+        engine, asr, state, pub = self._engine, self._asr, self._tool_state, self._publisher
         engine_alive = engine is not None and engine.alive
-        db_ok = shop is not None and shop.writable()
+        db_ok = state is not None and state.writable()
         return {
             "alive": engine_alive and db_ok,
             "engine": {"alive": engine_alive, "crashes": engine.crashes if engine else 0,

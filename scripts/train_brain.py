@@ -44,6 +44,7 @@ from voice_agent.brain.dialogues import Example as Step
 from voice_agent.brain.dialogues import misfit
 from voice_agent.brain.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError, last_caller
 from voice_agent.brain.heard import HeardLines
+from voice_agent.brain.hint_bank import write_bank
 from voice_agent.brain.hints import HINTS_VERSION, CallerHints
 from voice_agent.brain.independent import CaseError, read_cases
 from voice_agent.brain.independent_examples import first_line_examples
@@ -237,6 +238,7 @@ def main() -> None:
             p.error(f"--callers: {exc}")
     steps = with_strays(steps, args.stray, args.seed) + heard + natural * args.callers_copies
     if args.hints:
+        print(f"caller-hint bank: {write_bank(HINTS_VERSION)}")  # in step with the data
         steps = with_hints(steps, args.hint_own, args.seed)
     texts = [_text(s) for s in steps]
     data_hash = hashlib.sha256("\n".join(texts).encode()).hexdigest()

@@ -25,14 +25,15 @@ from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent
 from voice_agent.brain import callers
 from voice_agent.brain.format import AgentSay, CallerTurn, render_prompt
+from voice_agent.brain.hint_bank import build_bank, frames, independent_lines, with_sample_values
 from voice_agent.brain.hints import (
     HINTS_V1,
     HINTS_VERSION,
+    SCHEMES,
     CallerHints,
+    bank_path,
     for_card,
-    frames,
-    independent_lines,
-    with_sample_values,
+    read_bank,
 )
 from voice_agent.brain.independent import read_cases
 from voice_agent.brain.phrasing import Pool, Split
@@ -61,6 +62,28 @@ def _heldout_frames() -> set[str]:
         pools = value.values() if isinstance(value, dict) else [value]
         out |= {t for p in pools if isinstance(p, Pool) for t in p.heldout}
     return out
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_the_committed_banks_are_what_the_training_data_builds(scheme: str) -> None:
+    """A running agent reads data/hints/; after a change to the training lines, run
+    `python -m voice_agent.brain.hint_bank` (this fails until then)."""
+    assert read_bank(bank_path(scheme)) == build_bank(scheme)
+
+
+def test_a_bad_bank_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"python -m voice_agent\.brain\.hint_bank"):
+        read_bank(tmp_path / "missing.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "yes please", "act": "yes"}\n{"text": "torn', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad.jsonl:2: not a bank row"):
+        read_bank(bad)
+    bad.write_text('{"text": "", "act": "yes"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad.jsonl:1: text and act must be non-empty"):
+        read_bank(bad)
+    bad.write_text("", encoding="utf-8")
+    with pytest.raises(ValueError, match="empty"):
+        read_bank(bad)
 
 
 def test_the_bank_holds_training_frames_only() -> None:

@@ -21,7 +21,7 @@ in the bank.
 
 from __future__ import annotations
 
-import re
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -32,10 +32,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from voice_agent.brain import callers
 from voice_agent.brain.format import CallerTurn, Turn, last_caller
-from voice_agent.brain.independent import hint_label, read_cases
-from voice_agent.brain.phrasing import Pool
 
 HINTS_V1 = "minilm-nearest-frame/1"
 """The bank holds the simulator's training frames only."""
@@ -45,24 +42,10 @@ HINTS_VERSION = "minilm-nearest-frame/2"
 unseen phrasing then finds a natural neighbour, not only a template. Same act labels as
 /1. Written to a model card (`prompt_hints`); a checkpoint without it gets no hints."""
 SCHEMES = (HINTS_V1, HINTS_VERSION)
-INDEPENDENT_TRAIN = Path(__file__).resolve().parents[2] / "data" / "callers" / "train"
-
-SAMPLE_VALUES = {
-    "svc": "a tune-up",
-    "day": "friday",
-    "time": "three pm",
-    "vague": "in the morning",
-    "name": "sam lee",
-    "order": "4 5 1 2",
-    "product": "a bike light",
-    "pname": "city light",
-    "qty": "two",
-    "item": "1 1 0",
-}
-"""Slot values of the bank's frames: the act is what the hint is about, not the values."""
-
-EDGE_POOLS = frozenset({"OPENERS", "CLOSERS"})
-"""Greetings and politeness words composed around frames, not acts."""
+BANKS = Path(__file__).resolve().parents[2] / "data" / "hints"
+"""The banks as committed files, one per scheme: the training side builds them from the
+simulator's frames and the independent lines (`voice_agent.brain.hint_bank`), a test
+keeps them in step, and a running agent reads only the file."""
 
 BATCH = 256
 
@@ -76,44 +59,33 @@ class HintModelMissing(RuntimeError):
     """The sentence encoder's package is not installed."""
 
 
-def frames() -> list[tuple[str, str]]:
-    """(training frame with sample values, act label) for every act pool in callers.py."""
+def bank_path(scheme: str, directory: Path = BANKS) -> Path:
+    """Where the bank of `scheme` is committed: "minilm-nearest-frame/2" →
+    data/hints/minilm-nearest-frame-2.jsonl."""
+    return directory / f"{scheme.replace('/', '-')}.jsonl"
+
+
+def read_bank(path: Path) -> list[tuple[str, str]]:
+    """(caller line, act label) pairs from a bank file, one JSON object
+    `{"text": ..., "act": ...}` per line. ValueError naming the file and line for a bad
+    one; FileNotFoundError saying how to write a missing one."""
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no caller-hint bank at {path}: write it with python -m voice_agent.brain.hint_bank"
+        )
     out: list[tuple[str, str]] = []
-    for name, value in vars(callers).items():
-        if name in EDGE_POOLS:
-            continue
-        if isinstance(value, Pool):
-            out += [(with_sample_values(t), _label(name)) for t in value.train]
-        elif isinstance(value, dict):
-            for key, p in value.items():
-                if isinstance(p, Pool):
-                    # TRANSFER is keyed by the reason the call takes; BOOK etc. by slots
-                    extra = key if isinstance(key, str) else ""
-                    out += [(with_sample_values(t), _label(name, extra)) for t in p.train]
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            row = json.loads(raw)
+            text, act = row["text"], row["act"]
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ValueError(f"{path}:{number}: not a bank row ({exc!r})") from None
+        if not isinstance(text, str) or not isinstance(act, str) or not text or not act:
+            raise ValueError(f"{path}:{number}: text and act must be non-empty strings")
+        out.append((text, act))
+    if not out:
+        raise ValueError(f"{path}: the bank is empty")
     return out
-
-
-def independent_lines(directory: Path = INDEPENDENT_TRAIN) -> list[tuple[str, str]]:
-    """(caller line, act label) for every independent training line whose act the
-    simulator knows (`independent.hint_label`); none when the folder is absent."""
-    cases = read_cases(sorted(directory.glob("*.jsonl"))) if directory.is_dir() else None
-    out = [(c.line, label) for c in cases.lines if (label := hint_label(c))] if cases else []
-    return sorted(set(out))
-
-
-def with_sample_values(template: str) -> str:
-    """`template` with SAMPLE_VALUES in its slots; KeyError naming an unknown slot."""
-
-    def value(m: re.Match[str]) -> str:
-        if m.group(1) not in SAMPLE_VALUES:
-            raise KeyError(f"no sample value for slot {{{m.group(1)}}} in {template!r}")
-        return SAMPLE_VALUES[m.group(1)]
-
-    return re.sub(r"\{(\w+)\}", value, template)
-
-
-def _label(name: str, extra: str = "") -> str:
-    return " ".join((name.lower().replace("_", " "), extra)).strip()
 
 
 def model_dir() -> Path:
@@ -131,7 +103,8 @@ class CallerHints:
     """Nearest-frame act labels for caller lines (see the module docstring)."""
 
     def __init__(self, directory: Path, scheme: str = HINTS_VERSION) -> None:
-        """`scheme`: which bank (SCHEMES); ValueError for another."""
+        """`directory`: the sentence encoder; `scheme`: which bank (SCHEMES, read from
+        `bank_path(scheme)`); ValueError for another."""
         from transformers import AutoModel, AutoTokenizer
 
         if scheme not in SCHEMES:
@@ -139,7 +112,7 @@ class CallerHints:
         self.scheme = scheme
         self._tok = AutoTokenizer.from_pretrained(directory, local_files_only=True)
         self._model = AutoModel.from_pretrained(directory, local_files_only=True).eval()
-        bank = frames() + (independent_lines() if scheme != HINTS_V1 else [])
+        bank = read_bank(bank_path(scheme))
         self.labels = [label for _, label in bank]
         self._bank = self.embed([text for text, _ in bank])
         self._cache: OrderedDict[tuple[str, bool], str] = OrderedDict()

@@ -44,7 +44,7 @@ class ModelCard:
         """The longest prompt the model was trained on (`metrics["prompt_tokens"]`, written
         by scripts/train_brain.py), or None when the card does not say. Prompts for the
         model belong within it: a longer one puts the answer at positions training never
-        filled, and the answer degrades (a booking relay came out as garbled reasoning
+        filled, and the answer degrades (a relayed tool result came out as garbled reasoning
         with no `<say>` at 152 prompt tokens from a model trained on 128)."""
         value = self.metrics.get("prompt_tokens")
         if value is None:

@@ -13,31 +13,30 @@ so the model sees exactly the layout the decoder imposes. While decoding:
   the tool names (sum of log-probabilities over the slot), then the tool's whole layout
   is placed, ending in EOS;
 * enum slots are joint choices among their allowed values; text slots allow tokens that
-  cannot break a JSON string; digit slots allow digit tokens only; a `grounded` enum
-  slot chooses among the values said in the prompt (or the whole call) when any are, and
-  a call right after its read-back takes the read-back's values unless the caller has
-  corrected one since (`HeardReadback`); a `grounded` digit slot
-  chooses among the numbers said in the prompt (so an order number is copied whole, in
-  order, never assembled from stray digits); a `grounded` text slot chooses among the
-  prompt's phrases (names and queries copied whole, never invented); when a grounded slot
-  has nothing in the prompt to copy, its tool is not chosen;
+  cannot break a JSON string; digit slots allow digit tokens only;
+* a request may carry a `Grounding` (worked out by its `Grounder`, outside the engine:
+  voice_agent/grounding): per grounded slot, the values the dialogue allows. A grounded
+  digit or text slot is then a choice among those values (copied whole, never
+  invented), a grounded enum slot a choice among its allowed values for the tool being
+  written; when a grounded digit or text slot has nothing to copy, its tool is not
+  chosen. The grounding may also name a tool result the answer relays word for word;
 * so every decoded call parses and validates against its pydantic model, whatever the
   weights.
 
 Supported field types: `Literal`/`Enum` strings (enum slots), `str` (text; `min_length`
 >= 1 forbids an empty value; `pattern` `^\\d+$` makes a digit slot), `int` (digit slot,
 unquoted, no leading zero). Only required fields are laid out; optional ones keep their
-defaults. Per-field options go in `json_schema_extra`: `max_tokens`, `grounded`, `distinct`,
-`person_name` (a caller's name: chosen among the phrases that look like one, engine/names.py),
-`said_as`.
+defaults. Per-field options go in `json_schema_extra`: `max_tokens`, and for the grounder
+`grounded`, `distinct`, `person_name`, `asked_for`, `counted`, `labelled`, `said_as` (their
+meaning is the grounder's: voice_agent/grounding/ground.py).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -45,41 +44,13 @@ import torch
 from pydantic import BaseModel
 from torch import Tensor
 
-from engine.names import name_phrases
 from engine.readback import SayTemplate, Spoken, lead_ids
-from engine.said import WORD, asked_for, counts_said, labelled_said, labels, said_as_words
 from engine.tokenizer import Special, TextTokenizer
 
 DEFAULT_TEXT_TOKENS = 8
 DEFAULT_DIGIT_TOKENS = 6
 DIGITS_PATTERN = r"^\d+$"
-NUMBER_SAID = re.compile(r"\d(?:(?:, |[ -])?\d)*")
-"""A number in the prompt: digits, possibly read out one by one ("4 1 7 2", "4-1-7-2",
-"4, 1, 7, 2")."""
-AGENT_OWN = re.compile(
-    "(?:" + "|".join(re.escape(t) for t in (Special.SAY, Special.THINK, Special.CALL)) + ")[^<]*"
-)
-"""What the agent said, thought or called: never a source of grounded values."""
-PHRASE_BREAK = re.compile(r"[.,!?;:]|<[^<>\s]+>")
-"""Phrases never span punctuation or a special token (`<caller>`, `<result>`, ...)."""
-MAX_PHRASE_WORDS = 4
-CALLER_SPEECH = re.compile(rf"{re.escape(Special.CALLER)}([^<]*)")
-NUMBER_WORDS = frozenset((
-    "zero", "oh", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
-    "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
-    "eighteen", "nineteen", "twenty", "thirty", "forty", "fifty", "sixty", "seventy",
-    "eighty", "ninety", "hundred", "thousand", "half", "quarter", "couple",
-))  # fmt: skip
-"""Words a `distinct` text slot never copies: numbers as a caller says them."""
 FORBIDDEN_IN_STRING = set('"\\') | {chr(c) for c in range(32)}
-
-
-LAST_RESULT = re.compile(
-    rf"{re.escape(Special.TOOL_RESULT)}\s*(?:error [a-z_]+:\s*)?([^<]*?)\s*(?:\[[^\[\]<]*\])?\s*"
-    rf"{re.escape(Special.AGENT)}$"
-)
-"""The prompt ends with a tool result: its speakable words (a refusal's message without
-`error <kind>:`, no bracketed ids), which the reply may relay word for word."""
 
 
 class SlotKind(Enum):
@@ -100,25 +71,16 @@ class Slot:
     """ENUM: each allowed value's tokens, gap-padded to `width`."""
     candidate_values: tuple[str, ...] = ()
     grounded: bool = False
+    """The field's schema options the grounder reads (voice_agent/grounding/ground.py):
+    `grounded` values are copied from the dialogue; `said_as` (ENUM: per value, a regex
+    of other ways to say it, "" for none), `distinct`, `person_name`, `asked_for` (TEXT),
+    `counted`, `labelled` (DIGITS) narrow what is copied. The engine only carries them."""
     said_as: tuple[str, ...] = ()
-    """Grounded ENUM: per value, a regex for the other ways a caller says it ("" for
-    none), matched besides the value's own words (a caller's "half past nine" or "9.30"
-    names "09:30")."""
     distinct: bool = False
-    """Grounded TEXT: never copies a phrase with a number or a word of a closed set of the
-    grammar (a name is not "tomorrow", "nine" or "brake check")."""
     person_name: bool = False
-    """Grounded TEXT: a person's name; its choices are the caller's phrases that look like
-    a name when any do (engine/names.py), else all phrases."""
     asked_for: bool = False
-    """Grounded TEXT: what the caller asks for (a search query); its choices are the
-    phrases of the latest caller line that asks for anything (engine/said.py), else all."""
     counted: bool = False
-    """DIGITS (an int): how many; chosen among the counts the caller said, when any
-    (engine/said.py)."""
     labelled: bool = False
-    """Grounded DIGITS: when a tool result labels its numbers ("[107 winter tyre]") and
-    the caller names a label, chosen among those numbers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,14 +104,27 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
-class CallSources:
-    """What the whole call said, oldest first, for when the prompt keeps only its latest
-    turns: a name slot looks for the caller's name in `caller_lines`, a grounded number
-    (an order number, a product id) in those and in `tool_results` too, so a value said
-    or found early in a long call can still be copied."""
+class Grounding:
+    """What the dialogue allows each grounded slot of a grammar to hold, for one request.
+    Worked out outside the engine (voice_agent/grounding) from what the caller said."""
 
-    caller_lines: tuple[str, ...] = ()
-    tool_results: tuple[str, ...] = ()
+    said: Mapping[Slot, Slot] = field(default_factory=dict)
+    """Grounded digit and text slots (and counted ones) → the slot as a choice among the
+    values said (`CallGrammar.choices`). A grounded digit or text slot missing here has
+    nothing to copy: its tool is not chosen."""
+    mentioned: Mapping[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    """(tool, key) of a grounded enum slot → the values it may take in that tool's call or
+    read-back (missing: all of them)."""
+    names: tuple[str, ...] = ()
+    """The phrases a read-back may speak as a `person_name` value (none: no read-back of
+    a tool with one)."""
+    relay: str = ""
+    """A tool result's words the answer may speak word for word once it begins with them
+    (a small model garbles "your reference is one zero zero four")."""
+
+
+Grounder = Callable[["CallGrammar", str], Grounding]
+"""A request's grounding from its grammar and its prompt as text."""
 
 
 class CallGrammar:
@@ -186,20 +161,6 @@ class CallGrammar:
                     f"read-back of {template.tool!r} speaks {sorted(spoken - keys)}, "
                     "which are not required arguments of a tool of this grammar"
                 )
-        self.person_keys = {slot.key for slots in self.slots.values() for slot in slots
-                            if slot.person_name}  # fmt: skip
-        self.heard_readbacks = [
-            HeardReadback.of(t, {slot.key: slot for slot in self.slots[t.tool]}) for t in readbacks
-        ]
-        """How each read-back is found in a prompt, to know what the caller last heard."""
-        self.closed_words = NUMBER_WORDS | {
-            word
-            for slots in self.slots.values()
-            for slot in slots
-            for value in slot.candidate_values
-            for word in _words(value)
-        }
-        """Words a `distinct` text slot never copies: numbers and the closed sets' words."""
 
     # ------------------------------------------------------------------ layouts
 
@@ -258,7 +219,7 @@ class CallGrammar:
 
     def allowed(self, cell: SlotCell) -> Tensor:
         """(vocab,) bool of tokens allowed at a free text or digit slot position (grounded
-        slots are choices among what the prompt says instead: see `said`)."""
+        slots are choices among the values their `Grounding` allows instead)."""
         slot = cell.slot
         base = self.digit_allowed if slot.kind is SlotKind.DIGITS else self.text_allowed
         allowed = base.clone()
@@ -277,32 +238,8 @@ class CallGrammar:
         allowed = torch.tensor([v in among for v in slot.candidate_values])
         return int(scores.masked_fill(~allowed, float("-inf")).argmax())
 
-    def said(self, slot: Slot, prompt_text: str, preferred: list[str] | None = None) -> Slot | None:
-        """A grounded digit or text slot as a choice among what the prompt says: the
-        numbers in it (digits read out one by one count as one number) or its phrases of
-        up to `MAX_PHRASE_WORDS` words; only those that fit the slot. `preferred`: the
-        phrases that look like the slot's value (a name, the thing asked for), chosen
-        among instead when any fit. None when none fit."""
-        fitting = [n for n in preferred or () if self._fits(slot, n)]
-        if fitting:
-            return self.choices(slot, fitting)
-        if slot.kind is SlotKind.DIGITS:
-            found = [re.sub(r"\D", "", m.group()) for m in NUMBER_SAID.finditer(prompt_text)]
-        else:
-            found = []
-            for part in PHRASE_BREAK.split(prompt_text):
-                words = WORD.findall(part)
-                found += [" ".join(words[i : i + n]) for n in range(1, MAX_PHRASE_WORDS + 1)
-                          for i in range(len(words) - n + 1)]  # fmt: skip
-        values: list[str] = []
-        for value in found:
-            if value in values or (slot.distinct and self._not_distinct(value)):
-                continue
-            if self._fits(slot, value):
-                values.append(value)
-        return self.choices(slot, values) if values else None
-
-    def _fits(self, slot: Slot, value: str) -> bool:
+    def fits(self, slot: Slot, value: str) -> bool:
+        """`value` takes as many tokens as `slot` allows."""
         return slot.min_tokens <= len(self.tok.encode(value)) <= slot.width
 
     def choices(self, slot: Slot, values: list[str]) -> Slot:
@@ -311,11 +248,7 @@ class CallGrammar:
         return Slot(slot.key, SlotKind.ENUM, slot.width, slot.quoted,
                     candidates=candidates, candidate_values=tuple(values))  # fmt: skip
 
-    def _not_distinct(self, phrase: str) -> bool:
-        """True when `phrase` has a digit, a number word or a closed-set word."""
-        return any(c.isdigit() for c in phrase) or not self.closed_words.isdisjoint(_words(phrase))
-
-    def feasible(self, tool: str, said: dict[Slot, Slot]) -> bool:
+    def feasible(self, tool: str, said: Mapping[Slot, Slot]) -> bool:
         """False when a grounded field has nothing in the prompt to copy from (an order
         status call with no number said): such a tool is never chosen."""
         return all(
@@ -437,65 +370,6 @@ def _has(tok: TextTokenizer, token: str) -> bool:
     return tok.tokenizer.token_to_id(token) is not None
 
 
-def _words(text: str) -> set[str]:
-    """Lower-case words of `text`, hyphenated words also as their parts."""
-    out = set()
-    for word in WORD.findall(text.lower()):
-        out |= {word, *word.split("-")}
-    return out
-
-
-def _said_in(slot: Slot, text: str) -> set[str]:
-    """The values of an enum `slot` that `text` names, less those only ever named inside
-    another's words ("next monday" names next monday, not monday)."""
-    spans: list[tuple[int, int, str]] = []
-    for i, value in enumerate(slot.candidate_values):
-        spans += [(*m.span(), value) for m in said_as_words(value).finditer(text)]
-        if slot.said_as and slot.said_as[i]:
-            spans += [(*m.span(), value) for m in re.finditer(slot.said_as[i], text, re.I)]
-
-    def inside_another(start: int, end: int, value: str) -> bool:
-        return any(a <= start and end <= b and (a, b) != (start, end) and other != value
-                   for a, b, other in spans)  # fmt: skip
-
-    return {value for start, end, value in spans if not inside_another(start, end, value)}
-
-
-@dataclass(frozen=True, slots=True)
-class HeardReadback:
-    """How to find a tool's read-back in a prompt: `pattern` matches it as spoken after
-    `<say>`, one named group per argument; `values` maps an enum group's words back to
-    the value ("on friday" → "friday"); a text group (a name) is the value itself."""
-
-    tool: str
-    pattern: re.Pattern[str]
-    values: dict[str, dict[str, str]]
-
-    @classmethod
-    def of(cls, template: SayTemplate, slots: dict[str, Slot]) -> HeardReadback:
-        """The template's text verbatim, each enum argument as one of its values as the
-        template says it, any other argument as a run of words."""
-        parts = [re.escape(Special.SAY) + r"\s*"]
-        values: dict[str, dict[str, str]] = {}
-        for piece in template.pieces:
-            if isinstance(piece, str):
-                parts.append(re.escape(piece))
-                continue
-            slot = slots[piece.key]
-            if slot.kind is not SlotKind.ENUM:
-                values[piece.key] = {}
-                parts.append(f"(?P<{piece.key}>[^<]+?)")
-                continue
-            values[piece.key] = {piece.render(v): v for v in slot.candidate_values}
-            said = sorted(values[piece.key], key=len, reverse=True)
-            parts.append(f"(?P<{piece.key}>" + "|".join(map(re.escape, said)) + ")")
-        return cls(template.tool, re.compile("".join(parts)), values)
-
-    def heard(self, match: re.Match[str]) -> dict[str, str]:
-        """The values a match of `pattern` spoke, by key."""
-        return {key: said.get(match[key], match[key]) for key, said in self.values.items()}
-
-
 class CallPlan:
     """Per-request constraint state: which answer positions the grammar governs.
 
@@ -508,87 +382,34 @@ class CallPlan:
     """
 
     def __init__(
-        self,
-        grammar: CallGrammar,
-        prompt_ids: tuple[int, ...],
-        limit: int,
-        sources: CallSources | None = None,
+        self, grammar: CallGrammar, limit: int, grounding: Grounding | None = None
     ) -> None:
         """`limit`: the answer's capacity in tokens; `<call>` is banned where the longest
-        call would not end within it. `sources`: the whole call, when the prompt holds
-        only its latest turns (None: the prompt is all there is)."""
+        call would not end within it. `grounding`: what the dialogue lets each grounded
+        slot hold (None: nothing is narrowed and every tool may be chosen)."""
         self.grammar = grammar
         self.limit = limit
         self.last_call_start = limit - grammar.max_call_tokens - 1
-        prompt = grammar.tok.decode(prompt_ids)
-        self.prompt_text = AGENT_OWN.sub(" . ", prompt)
-        """What grounded values may be copied from: the prompt without the agent's own
-        speech, reasoning and calls (a value the agent said first, the caller never
-        confirmed; a call's keys are not the caller's words)."""
-        self.caller_lines = CALLER_SPEECH.findall(prompt)
-        """The caller's lines, oldest first: a grounded enum's choice is among the values
-        the latest of them to name any says."""
-        result = LAST_RESULT.search(prompt)
-        self.echo = tuple(grammar.tok.encode(" " + result[1])) if result and result[1] else ()
+        self.grounding = grounding
+        relay = grounding.relay if grounding is not None else ""
+        self.echo = tuple(grammar.tok.encode(" " + relay)) if relay else ()
         self.echo_lead = _first_word_tokens(grammar.tok, self.echo)
-        """The tool result the prompt ends with, as it would follow `<say>`: once the
-        model's speech begins with its first words, the rest is relayed word for word (a
-        small model garbles "your reference is one zero zero four")."""
+        """The tool result to relay, as it would follow `<say>`: once the model's speech
+        begins with its first words, the rest is laid out word for word."""
         self.echo_end: int | None = None
         self.echo_at: int | None = None
         self.layouts: dict[str, list[Cell] | None] = {}
         """Read-back layouts by tool, built once when first opened."""
         self.committed: dict[int, int] = {}
         """Answer position → token committed there, for openings that span blocks."""
-        self.said: dict[Slot, Slot] = {}
-        """Grounded digit and text slots → choices among what the prompt says."""
-        lines, numbers_text = tuple(self.caller_lines), self.prompt_text
-        if sources is not None:
-            lines = sources.caller_lines
-            numbers_text = " . ".join((self.prompt_text, *sources.tool_results, *lines))
-        self.heard: tuple[str, int, dict[str, str]] | None = None
-        """The prompt's latest read-back: its tool, where it ends, the enum values it
-        spoke (what the caller last heard the agent offer to book or cancel)."""
-        for readback in grammar.heard_readbacks:
-            for m in readback.pattern.finditer(prompt):
-                if self.heard is None or m.end() > self.heard[1]:
-                    self.heard = (readback.tool, m.end(), readback.heard(m))
-        heard_end = self.heard[1] if self.heard else len(prompt)
-        self.since_heard = [m[1] for m in CALLER_SPEECH.finditer(prompt) if m.start() >= heard_end]
-        """The caller's lines after that read-back, oldest first (a correction, a yes)."""
-        self.names = name_phrases(lines, grammar.closed_words) or []
-        """The caller's phrases that look like a name (engine/names.py); only the name a
-        read-back spoke when it is one and the caller has named nobody since."""
-        read_name = (
-            [v for k, v in self.heard[2].items() if k in grammar.person_keys] if self.heard else []
+        self.said: dict[Slot, Slot] = dict(grounding.said) if grounding is not None else {}
+        """Grounded digit and text slots → choices among what was said."""
+        self.names = list(grounding.names) if grounding is not None else []
+        self.feasible = (
+            set(grammar.tools)
+            if grounding is None
+            else {name for name in grammar.tools if grammar.feasible(name, self.said)}
         )
-        if (
-            read_name
-            and read_name[0] in self.names
-            and not name_phrases(self.since_heard, grammar.closed_words)
-        ):
-            self.names = read_name[:1]
-        asked = asked_for(lines)
-        for slots in grammar.slots.values():
-            for slot in slots:
-                if slot.grounded and slot.kind is not SlotKind.ENUM:
-                    text = numbers_text if slot.kind is SlotKind.DIGITS else self.prompt_text
-                    preferred = (
-                        self.names if slot.person_name else asked if slot.asked_for else None
-                    )
-                    choice = grammar.said(slot, text, preferred)
-                    if choice is not None:
-                        self.said[slot] = self._narrowed(slot, choice, numbers_text, lines)
-                elif slot.counted:
-                    counts = counts_said(lines, 10**slot.width - 1)
-                    if counts:
-                        self.said[slot] = grammar.choices(slot, [str(n) for n in counts])
-        self.source_lines: tuple[str, ...] = ()
-        """The whole call's caller lines, then its tool results, each latest first: where
-        a grounded enum looks last, when the prompt's own lines and results name none."""
-        if sources is not None:
-            self.source_lines = (*sources.caller_lines[::-1], *sources.tool_results[::-1])
-        self.feasible = {name for name in grammar.tools if grammar.feasible(name, self.said)}
         self.cells: dict[int, Cell] = {}
         self.call_at: int | None = None
         self.say_at: int | None = None
@@ -598,14 +419,6 @@ class CallPlan:
         self.tool: str | None = None
         self.say_tool: str | None = None
         """The tool whose read-back is laid out, once one is."""
-
-    def _narrowed(self, slot: Slot, choice: Slot, text: str, lines: tuple[str, ...]) -> Slot:
-        """A labelled slot's choice narrowed to the numbers whose label the caller named."""
-        if not slot.labelled:
-            return choice
-        named = labelled_said(lines, labels([text])) or []
-        kept = [v for v in choice.candidate_values if v in named]
-        return self.grammar.choices(slot, kept) if kept else choice
 
     @property
     def opened_at(self) -> int | None:
@@ -745,39 +558,20 @@ class CallPlan:
             if base is None or (
                 slot.person_name and not set(base.candidate_values) <= set(self.names)
             ):
-                return None  # nothing looks like a name: never read back "for please"
+                return None  # no name to speak: never read back a word that is not one
             values = list(base.candidate_values)
             said = _enum_slot(segment.key, [segment.render(v) for v in values], tok, gap)
             cells += _slot_cells(replace(base, width=said.width, candidates=said.candidates))
         return cells
 
     def _mentioned(self, slot: Slot) -> set[str]:
-        """A grounded enum's values said (as whole words, in any case, with a hyphen, a
-        space or nothing between words: Whisper writes "Tune up" for "tune-up"; or as its
-        `said_as` pattern): those the latest caller line to name any names (a caller's
-        correction wins: "at two ... better half past twelve"). But when the call (or
-        read-back) being written is of the tool the prompt last read back, and no caller
-        line since names a value, the read-back's value: the caller answered what they
-        heard ("so a brake check next friday ..." "yes"), which the agent's own words
-        are otherwise never a source of. Else the values the prompt names (a tool
-        result), else those the whole call's lines and results name, latest first, else
-        all of them (the caller may have used a synonym)."""
+        """The values a grounded enum slot may take in the call or read-back being laid
+        out (all of them without a grounding)."""
         values = set(slot.candidate_values)
-        if not slot.grounded:
+        if not slot.grounded or self.grounding is None:
             return values
-        if self.heard is not None and self.heard[0] in (self.tool, self.say_tool):
-            for text in reversed(self.since_heard):
-                said = _said_in(slot, text)
-                if said:
-                    return said
-            heard = self.heard[2].get(slot.key)
-            if heard in values:
-                return {heard}
-        for text in (*reversed(self.caller_lines), self.prompt_text, *self.source_lines):
-            said = _said_in(slot, text)
-            if said:
-                return said
-        return values
+        tool = self.tool or self.say_tool
+        return set(self.grounding.mentioned.get((str(tool), slot.key), values))
 
     def fill_block(self, canvas: Tensor, block_start: int) -> None:
         self._place(canvas, block_start)

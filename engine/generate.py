@@ -16,7 +16,7 @@ from enum import Enum
 import torch
 from torch import Tensor
 
-from engine.constraints import CallGrammar, CallPlan, CallSources
+from engine.constraints import CallGrammar, CallPlan, Grounder
 from engine.masks import PROMPT_BLOCK, block_diffusion_mask, with_self
 from engine.model import DiffusionLM, KVCache
 from engine.schedule import (
@@ -48,10 +48,10 @@ class Request:
     """On the engine's clock; None = no deadline."""
     grammar: CallGrammar | None = None
     """Constrain tool calls to the tools' layouts (see engine/constraints.py)."""
-    sources: CallSources | None = None
-    """The whole call's caller lines and tool results, when the prompt keeps only the
-    latest turns: grounded names and numbers are copied from all of them. None: from the
-    prompt."""
+    grounder: Grounder | None = None
+    """Works out the grounded slots' values from the grammar and the prompt's text, on the
+    engine's thread when the request starts (voice_agent.grounding.grounder). None:
+    nothing is grounded."""
 
 
 @dataclass(eq=False, slots=True)
@@ -101,10 +101,11 @@ def new_state(request: Request, block_size: int, ids: SpecialIds) -> DecodeState
     if not request.prompt_ids:
         raise ValueError("empty prompt")
     limit = answer_capacity(request, block_size)
-    grammar = request.grammar
-    plan = (
-        None if grammar is None else CallPlan(grammar, request.prompt_ids, limit, request.sources)
-    )
+    grammar, grounder = request.grammar, request.grounder
+    plan = None
+    if grammar is not None:
+        prompt = grammar.tok.decode(request.prompt_ids) if grounder is not None else ""
+        plan = CallPlan(grammar, limit, grounder(grammar, prompt) if grounder else None)
     canvas = torch.full((block_size,), ids.mask)
     return DecodeState(request, canvas, list(request.prompt_ids), plan=plan)
 

@@ -1,13 +1,13 @@
 """Read-backs: the agent's spoken confirmation of a call, laid out like the call itself.
 
-A read-back ("So a tune-up tomorrow at ten o'clock for Anna. Shall I book that?") is
+A read-back ("So a table for two on Friday for Anna. Shall I book that?") is
 where an invented value does the most harm: the caller agrees to what they heard. A small
 model writes its words well but guesses its values (measured: "for Ken Patel" to a caller
 called Anna). So a tool pack may declare its read-backs as templates: fixed text and the
 tool's argument slots, each with how the value is spoken. Once the model has committed
 `<say>` and a template's opening words, the rest of the template is laid out and each
 value is chosen as the call's would be: among the values the caller said (grounded
-enums, names from engine/names.py), scored by the model. The answer ends with it.
+enums, names: the request's `Grounding`), scored by the model. The answer ends with it.
 """
 
 from __future__ import annotations

@@ -41,7 +41,8 @@ from engine.checkpoint import Checkpoint, load
 from engine.constraints import CallGrammar
 from engine.generate import Generation, Request, generate
 from engine.schedule import Schedule
-from engine.synthetic import TOOLS, action_of, make_examples
+from voice_agent.brain.synthetic import TOOLS, action_of, make_examples
+from voice_agent.grounding import ground
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DLM = ROOT / "engine" / "checkpoints" / "synthetic-dlm"
@@ -113,7 +114,9 @@ class Bench:
     def request(self, prompt: list[int], threshold: float, constrained: bool = True) -> Request:
         effort = self.efforts[tuple(prompt)]  # as the prompt's effort token asks
         schedule = Schedule(threshold=threshold, max_new_tokens=MAX_NEW_TOKENS, effort=effort)
-        return Request(tuple(prompt), schedule, grammar=self.grammar if constrained else None)
+        if not constrained:
+            return Request(tuple(prompt), schedule)
+        return Request(tuple(prompt), schedule, grammar=self.grammar, grounder=ground)
 
     def one_by_one(self, decode: Callable[[list[int]], Generation]) -> dict[str, Any]:
         decode(self.prompts[0])  # warm-up

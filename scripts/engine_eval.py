@@ -11,8 +11,9 @@ from engine.constraints import CallGrammar
 from engine.generate import Request, generate
 from engine.model import DiffusionLM
 from engine.schedule import Schedule
-from engine.synthetic import TaskExample, action_of
 from engine.tokenizer import TextTokenizer
+from voice_agent.brain.synthetic import TaskExample, action_of
+from voice_agent.grounding import ground
 
 
 def evaluate(
@@ -34,7 +35,12 @@ def evaluate(
             g = generate(
                 model,
                 tok.ids,
-                Request(tuple(prompt), replace(schedule, effort=ex.effort), grammar=grammar),
+                Request(
+                    tuple(prompt),
+                    replace(schedule, effort=ex.effort),
+                    grammar=grammar,
+                    grounder=ground if grammar is not None else None,
+                ),
                 time.monotonic,
             )
         else:

@@ -59,6 +59,7 @@ from voice_agent.brain.independent import read_cases
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scenarios import generate as dialogues
 from voice_agent.brain.scoring import Scorer
+from voice_agent.grounding import grounder
 from voice_agent.hearing.models import ASR_MODELS
 
 AsrModel = Literal["tiny.en", "base"]
@@ -110,8 +111,8 @@ def run_engine(
         if ids is None:
             continue
         schedule = Schedule(threshold=0.9, max_new_tokens=ANSWER_TOKENS, effort=step.effort)
-        sources = call_sources(step.history) if constrained else None
-        request = Request(ids, schedule, grammar=grammar, sources=sources)
+        grounding = grounder(call_sources(step.history)) if constrained else None
+        request = Request(ids, schedule, grammar=grammar, grounder=grounding)
         g = generate(ck.model, tok.ids, request, time.monotonic)
         text = tok.decode(g.token_ids)
         right = scorer.add(step, text)

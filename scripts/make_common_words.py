@@ -1,13 +1,14 @@
-"""Write engine/lexicon/common_words.txt.gz: the lower-case words of English dictionaries.
+"""Write voice_agent/grounding/lexicon/common_words.txt.gz: the lower-case words of
+English dictionaries.
 
     python scripts/make_common_words.py [DICT ...]
 
 The default sources are the Debian word lists `wamerican` and `wbritish` (SCOWL size 50;
-their copyright notice is in engine/lexicon/NOTICE). A word is kept when its dictionary
-entry is all lower case and alphabetic: "grace", "will" and "smith" are common words
-there, "Rahul" and "Dubois" are not. A name slot uses the list to tell a caller's name
-from the words around it (engine/names.py). Deterministic: sorted, gzip without a time
-stamp, so the same sources give the same bytes.
+their copyright notice is in voice_agent/grounding/lexicon/NOTICE). A word is kept when
+its dictionary entry is all lower case and alphabetic: "grace", "will" and "smith" are
+common words there, "Rahul" and "Dubois" are not. A name slot uses the list to tell a caller's name
+from the words around it (voice_agent/grounding/names.py). Deterministic: sorted, gzip
+without a time stamp, so the same sources give the same bytes.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "engine" / "lexicon" / "common_words.txt.gz"
+OUT = ROOT / "voice_agent" / "grounding" / "lexicon" / "common_words.txt.gz"
 SOURCES = (Path("/usr/share/dict/american-english"), Path("/usr/share/dict/british-english"))
 
 

@@ -25,11 +25,11 @@ from engine.checkpoint import ModelCard, save
 from engine.config import preset
 from engine.constraints import CallGrammar
 from engine.model import DiffusionLM
-from engine.synthetic import TOOLS, make_examples
 from engine.tokenizer import TextTokenizer
 from engine.train import Example
 from engine.trainer import TrainSettings, train
 from scripts.engine_eval import evaluate
+from voice_agent.brain.synthetic import TOOLS, make_examples
 
 TRAIN_SEED, EVAL_SEED = 1, 2
 
@@ -110,7 +110,7 @@ def main() -> None:
         args.kind,
         data_hash,
         metrics,
-        notes="synthetic bike-shop tool-call task (engine/synthetic.py)",
+        notes="synthetic bike-shop tool-call task (voice_agent/brain/synthetic.py)",
     )
     save(args.out, model, tok, card)
     print(json.dumps({"final": metrics}), flush=True)

@@ -27,7 +27,7 @@ from voice_agent.agent import Agent, AgentConfig, AgentReply, DegradeKind, ToolO
 
 CHECKPOINT = Path(__file__).resolve().parents[2] / "engine" / "checkpoints" / "synthetic-dlm"
 MONDAY_10AM = datetime(2025, 6, 2, 10, 0)
-LINES = [  # phrasings of the checkpoint's own task (engine/synthetic.py)
+LINES = [  # phrasings of the checkpoint's own task (voice_agent/brain/synthetic.py)
     "i want to schedule a service wednesday at 2 pm under lena",
     "hi, my order 9092 hasn't arrived yet",
     "book me in for a brake inspection on wednesday, half past 10 works, name carla",

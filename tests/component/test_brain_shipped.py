@@ -38,6 +38,7 @@ from voice_agent.brain.hints import HINTS_VERSION, for_card
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scenarios import generate as dialogues
 from voice_agent.brain.scoring import Scorer
+from voice_agent.grounding import ground
 
 ROOT = Path(__file__).resolve().parents[2]
 BRAIN = ROOT / "engine" / "checkpoints" / "brain-dlm"
@@ -58,7 +59,7 @@ def test_the_brain_answers_held_out_calls_with_valid_actions() -> None:
             step = replace(step, history=hints.annotate(step.history))
         prompt = tuple(tok.encode(step.prompt(tok, prompt_budget(brain.card))))
         schedule = Schedule(threshold=0.9, max_new_tokens=ANSWER_TOKENS, effort=step.effort)
-        g = generate(brain.model, tok.ids, Request(prompt, schedule, grammar=grammar),
+        g = generate(brain.model, tok.ids, Request(prompt, schedule, grammar=grammar, grounder=ground),
                      time.monotonic)  # fmt: skip
         assert g.token_ids  # never empty
         if tok.ids.call in g.token_ids:  # every call the brain makes validates

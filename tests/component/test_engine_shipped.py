@@ -14,8 +14,9 @@ from engine.checkpoint import Checkpoint, load
 from engine.constraints import CallGrammar
 from engine.generate import Request, generate
 from engine.schedule import Schedule
-from engine.synthetic import TOOLS, action_of, make_examples
 from engine.tokenizer import Special
+from voice_agent.brain.synthetic import TOOLS, action_of, make_examples
+from voice_agent.grounding import ground
 
 CHECKPOINTS = Path(__file__).resolve().parents[2] / "engine" / "checkpoints"
 HELD_OUT = make_examples(60, seed=2, held_out=True)  # the benchmark's prompts
@@ -35,7 +36,8 @@ def test_the_diffusion_checkpoint_decodes_valid_calls_in_parallel(dlm: Checkpoin
     for ex in HELD_OUT:
         schedule = Schedule(threshold=0.9, max_new_tokens=96, effort=ex.effort)
         g = generate(dlm.model, tok.ids, Request(tuple(tok.encode(ex.prompt)), schedule,
-                                                 grammar=grammar), time.monotonic)  # fmt: skip
+                                                 grammar=grammar, grounder=ground),
+                     time.monotonic)  # fmt: skip
         assert g.token_ids  # never empty
         ids = list(g.token_ids)
         if tok.ids.call in ids:

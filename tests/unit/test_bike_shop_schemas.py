@@ -8,8 +8,9 @@ from typing import Any, get_args
 import pytest
 from pydantic import ValidationError
 
-from engine.constraints import CallGrammar, CallPlan, SlotKind
+from engine.constraints import CallGrammar, SlotKind
 from engine.tokenizer import TextTokenizer
+from tests.grounded import grounded_plan
 from tools.bike_shop import catalogue, schemas
 from tools.bike_shop.pack import TOOLS
 from tools.bike_shop.timewords import resolve_day
@@ -94,8 +95,8 @@ def test_slot_kinds_follow_the_schema(grammar: CallGrammar) -> None:
 def test_grounded_tools_are_infeasible_without_values_in_the_prompt(
     grammar: CallGrammar, tok: TextTokenizer
 ) -> None:
-    silent = CallPlan(grammar, tuple(tok.encode("where is my order please")), 96).feasible
-    said = CallPlan(grammar, tuple(tok.encode("where is order 4 0 2 1 3 please")), 96).feasible
+    silent = grounded_plan(grammar, tuple(tok.encode("where is my order please")), 96).feasible
+    said = grounded_plan(grammar, tuple(tok.encode("where is order 4 0 2 1 3 please")), 96).feasible
     assert "order_status" not in silent
     assert "order_status" in said
     assert "opening_hours" in silent  # enum-only: always feasible

@@ -15,6 +15,7 @@ from engine.tokenizer import Special, TextTokenizer
 from tests.unit.test_engine_constraints import CallBiased, random_model
 from tests.unit.test_engine_decode import IDS, tiny_model
 from tools.bike_shop import schemas
+from voice_agent.grounding import ground
 
 
 def test_batched_autoregressive_equals_one_request_at_a_time() -> None:
@@ -64,7 +65,9 @@ def test_the_ar_twin_decodes_under_the_call_grammar_and_grounding() -> None:
     prompt = f"{Special.BOS}{Special.CALLER} are you open friday next week{Special.AGENT}"
     for seed in range(3):
         twin = CallBiased(CausalStepper(random_model(tok, seed, block_size=1)), tok.ids.call)
-        request = Request(tuple(tok.encode(prompt)), Schedule(max_new_tokens=64), grammar=grammar)
+        request = Request(
+            tuple(tok.encode(prompt)), Schedule(max_new_tokens=64), grammar=grammar, grounder=ground
+        )
         ids = list(generate(twin, tok.ids, request, time.monotonic).token_ids)  # type: ignore[arg-type]
         assert tok.ids.call in ids, tok.decode(ids)
         call = grammar.parse(ids[ids.index(tok.ids.call) + 1 :])

@@ -15,8 +15,8 @@ from engine.generate import Request, generate
 from engine.model import DiffusionLM
 from engine.runtime import prepare
 from engine.schedule import Schedule
-from engine.synthetic import make_examples
 from engine.tokenizer import TextTokenizer
+from voice_agent.brain.synthetic import make_examples
 
 
 @pytest.fixture(scope="module")

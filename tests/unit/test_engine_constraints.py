@@ -14,12 +14,15 @@ from torch import Tensor
 
 from engine.batching import Engine
 from engine.config import ModelConfig
-from engine.constraints import CallGrammar, CallPlan, Fixed, said_as_words
+from engine.constraints import CallGrammar, Fixed
 from engine.generate import FinishReason, Generation, Request, generate
 from engine.model import DiffusionLM
 from engine.schedule import Schedule
-from engine.synthetic import TOOLS, OrderStatus, make_examples
 from engine.tokenizer import Special, TextTokenizer
+from tests.grounded import grounded_plan
+from voice_agent.brain.synthetic import TOOLS, OrderStatus, make_examples
+from voice_agent.grounding import ground
+from voice_agent.grounding.said import said_as_words
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +58,8 @@ def random_model(tok: TextTokenizer, seed: int, block_size: int = 8) -> Diffusio
 
 
 def decode(model: torch.nn.Module, tok: TextTokenizer, prompt: str, **kw: object) -> Generation:
+    if kw.get("grammar") is not None:
+        kw.setdefault("grounder", ground)  # as the agent grounds its calls
     request = Request(tuple(tok.encode(prompt)), Schedule(threshold=0.5, max_new_tokens=80), **kw)  # type: ignore[arg-type]
     return generate(model, tok.ids, request, time.monotonic)  # type: ignore[arg-type]
 
@@ -143,7 +148,9 @@ def test_a_call_is_only_begun_where_it_can_end_within_the_limit(
     prompt = tuple(tok.encode(f"{Special.BOS}{Special.CALLER} cancel kim's booking{Special.AGENT}"))
     room = grammar.max_call_tokens + 1
     for limit, calls in ((room - room % 4 - 4, False), (room - room % 4 + 8, True)):
-        request = Request(prompt, Schedule(threshold=0.5, max_new_tokens=limit), grammar=grammar)
+        request = Request(
+            prompt, Schedule(threshold=0.5, max_new_tokens=limit), grammar=grammar, grounder=ground
+        )
         g = generate(model, tok.ids, request, time.monotonic)  # type: ignore[arg-type]
         assert len(g.token_ids) <= limit
         assert (tok.ids.call in g.token_ids) is calls
@@ -201,7 +208,9 @@ async def test_batched_constrained_requests_equal_unbatched(
     async with Engine(model, tok.ids, max_batch=4) as engine:  # type: ignore[arg-type]
         together = await asyncio.gather(
             *(
-                engine.generate(Request(tuple(tok.encode(p)), schedule, grammar=grammar))
+                engine.generate(
+                    Request(tuple(tok.encode(p)), schedule, grammar=grammar, grounder=ground)
+                )
                 for p in prompts
             )
         )
@@ -253,10 +262,10 @@ def test_values_the_agent_said_itself_are_not_grounds(
 ) -> None:
     prompt = (f"{Special.BOS}{Special.CALLER} where is my order{Special.AGENT}{Special.SAY} "
               f"is it 5 5 1 0?{Special.CALLER} yes{Special.AGENT}")  # fmt: skip
-    plan = CallPlan(grammar, tuple(tok.encode(prompt)), 80)
+    plan = grounded_plan(grammar, tuple(tok.encode(prompt)), 80)
     assert "order_status" not in plan.feasible  # only the agent said a number
     heard = prompt.replace(" yes", " yes 5 5 1 0")
-    assert "order_status" in CallPlan(grammar, tuple(tok.encode(heard)), 80).feasible
+    assert "order_status" in grounded_plan(grammar, tuple(tok.encode(heard)), 80).feasible
 
 
 def test_an_enum_value_is_heard_in_any_case_and_with_or_without_its_hyphen() -> None:

@@ -11,10 +11,10 @@ import torch
 from engine.config import ModelConfig
 from engine.constraints import CallGrammar
 from engine.model import DiffusionLM
-from engine.synthetic import TOOLS, make_examples
 from engine.tokenizer import TextTokenizer
 from engine.train import Example, autoregressive_loss, collate, diffusion_loss
 from engine.trainer import TrainSettings, seed_state, train
+from voice_agent.brain.synthetic import TOOLS, make_examples
 
 
 @pytest.fixture(scope="module")

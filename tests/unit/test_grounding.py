@@ -14,13 +14,16 @@ from typing import Any, get_args
 
 import pytest
 
-from engine.constraints import CallGrammar, CallPlan, CallSources, _said_in
+from engine.constraints import CallGrammar
 from engine.generate import Request, generate
 from engine.schedule import Schedule
 from engine.tokenizer import Special, TextTokenizer
+from tests.grounded import grounded_plan
 from tests.unit.test_engine_constraints import CallBiased, random_model
 from tools.bike_shop import schemas
 from tools.bike_shop.readbacks import READBACKS
+from voice_agent.grounding import CallSources, grounder
+from voice_agent.grounding.ground import _said_in, said_choice
 
 TOKENIZER = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm/tokenizer.json"
 C, A, SAY = Special.CALLER, Special.AGENT, Special.SAY
@@ -48,7 +51,7 @@ def calls(
     for seed in range(seeds):
         request = Request(tuple(tok.encode(f"{Special.BOS}{prompt}{A}")),
                           Schedule(threshold=0.5, max_new_tokens=96), grammar=grammar,
-                          sources=sources)  # fmt: skip
+                          grounder=grounder(sources))  # fmt: skip
         model = CallBiased(random_model(tok, seed, block_size=16), tok.ids.call)
         g = generate(model, tok.ids, request, time.monotonic)  # type: ignore[arg-type]
         ids = list(g.token_ids)
@@ -196,7 +199,7 @@ def test_a_name_is_never_a_number_or_a_day_time_or_service_word(tok: TextTokeniz
         assert name in prompt and not set(name.split()) & closed, name
     grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS)
     slot = next(s for s in grammar.slots["book_service"] if s.key == "name")
-    said = grammar.said(slot, prompt)
+    said = said_choice(grammar, slot, prompt)
     assert said is not None and "anna berg" in said.candidate_values
     assert not {"tomorrow", "brake check", "10", "two"} & set(said.candidate_values)
 
@@ -211,7 +214,7 @@ def test_what_the_agent_said_thought_or_called_is_not_grounds(tok: TextTokenizer
     for args in calls(tok, "reserve_product", prompt, seeds=3):
         assert args["product_id"] == "107"
     grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS)
-    plan = CallPlan(grammar, tuple(tok.encode(f"{Special.BOS}{prompt}{A}")), 96)
+    plan = grounded_plan(grammar, tuple(tok.encode(f"{Special.BOS}{prompt}{A}")), 96)
     slot = next(s for s in grammar.slots["reserve_product"] if s.key == "name")
     names = set(plan.said[slot].candidate_values)
     assert "greta" in names
@@ -222,7 +225,7 @@ def test_what_the_agent_said_thought_or_called_is_not_grounds(tok: TextTokenizer
 def test_a_phrase_never_starts_or_ends_inside_a_word(tok: TextTokenizer) -> None:
     grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS)
     slot = next(s for s in grammar.slots["cancel_booking"] if s.key == "name")
-    said = grammar.said(slot, f"{C} i won't make it, it'll be o'brien, jean o'brien")
+    said = said_choice(grammar, slot, f"{C} i won't make it, it'll be o'brien, jean o'brien")
     assert said is not None
     names = set(said.candidate_values)
     assert {"o'brien", "jean o'brien", "won't"} <= names
@@ -232,12 +235,12 @@ def test_a_phrase_never_starts_or_ends_inside_a_word(tok: TextTokenizer) -> None
 def test_a_number_found_before_the_prompt_window_is_still_copied(tok: TextTokenizer) -> None:
     grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS)
     prompt = tuple(tok.encode(f"{Special.BOS}{C} yes, do it{A}"))
-    assert "reserve_product" not in CallPlan(grammar, prompt, 96).feasible
+    assert "reserve_product" not in grounded_plan(grammar, prompt, 96).feasible
     sources = CallSources(
         caller_lines=("a winter tyre please", "it's greta", "yes, do it"),
         tool_results=("We have the winter tyre. [107 winter tyre]",),
     )
-    plan = CallPlan(grammar, prompt, 96, sources)
+    plan = grounded_plan(grammar, prompt, 96, sources)
     assert "reserve_product" in plan.feasible
     slot = next(s for s in grammar.slots["reserve_product"] if s.key == "product_id")
     assert plan.said[slot].candidate_values == ("107",)

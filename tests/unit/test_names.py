@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from engine import names
-from engine.constraints import NUMBER_WORDS, CallGrammar, CallPlan, CallSources
-from engine.names import name_phrases
+from engine.constraints import CallGrammar
 from engine.tokenizer import Special, TextTokenizer
+from tests.grounded import grounded_plan
 from tests.unit.test_grounding import calls
 from tools.bike_shop import schemas
+from voice_agent.grounding import CallSources, names
+from voice_agent.grounding.ground import NUMBER_WORDS
+from voice_agent.grounding.names import name_phrases
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER = ROOT / "engine/checkpoints/brain-dlm/tokenizer.json"
@@ -101,10 +103,10 @@ def test_a_name_said_before_the_prompt_window_is_still_found(tok: TextTokenizer)
     grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS)
     slot = next(s for s in grammar.slots["book_service"] if s.key == "name")
     prompt = tuple(tok.encode(f"{Special.BOS}{Special.CALLER} yes, do it{Special.AGENT}"))
-    window_only = CallPlan(grammar, prompt, 96)
+    window_only = grounded_plan(grammar, prompt, 96)
     assert "ngozi adeyemi" not in window_only.said[slot].candidate_values
     lines = ("it's ngozi adeyemi", "tomorrow", "yes, do it")
-    whole_call = CallPlan(grammar, prompt, 96, CallSources(caller_lines=lines))
+    whole_call = grounded_plan(grammar, prompt, 96, CallSources(caller_lines=lines))
     assert whole_call.said[slot].candidate_values == ("ngozi adeyemi",)
 
 

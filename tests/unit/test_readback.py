@@ -25,6 +25,7 @@ from tools.bike_shop import schemas
 from tools.bike_shop.readbacks import CONFIRM_BOOKING, READBACKS
 from voice_agent.brain import lines
 from voice_agent.brain.format import parse_answer
+from voice_agent.grounding import ground
 
 TOKENIZER = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm/tokenizer.json"
 C, A = Special.CALLER, Special.AGENT
@@ -54,7 +55,9 @@ def answer(tok: TextTokenizer, prompt: str, opening: str, seed: int, block: int 
     grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS, READBACKS)
     ids = tuple(tok.encode(f"{Special.BOS}{prompt}{A}"))
     model = Opening(random_model(tok, seed, block_size=block), len(ids), tok.encode(opening))
-    request = Request(ids, Schedule(threshold=0.5, max_new_tokens=96), grammar=grammar)
+    request = Request(
+        ids, Schedule(threshold=0.5, max_new_tokens=96), grammar=grammar, grounder=ground
+    )
     g = generate(model, tok.ids, request, time.monotonic)  # type: ignore[arg-type]
     return tok.decode(g.token_ids)
 

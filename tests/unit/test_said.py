@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.constraints import CallGrammar, CallPlan, CallSources
-from engine.said import asked_for, counts_said, labelled_said, labels
+from engine.constraints import CallGrammar
 from engine.tokenizer import Special, TextTokenizer
+from tests.grounded import grounded_plan
 from tests.unit.test_grounding import calls
 from tools.bike_shop import schemas
+from voice_agent.grounding import CallSources
+from voice_agent.grounding.said import asked_for, counts_said, labelled_said, labels
 
 TOKENIZER = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm/tokenizer.json"
 
@@ -82,8 +84,10 @@ def test_with_no_count_said_the_quantity_is_the_models(tok: TextTokenizer) -> No
     grammar = CallGrammar(tok, schemas.ARGUMENT_MODELS)
     slot = next(s for s in grammar.slots["reserve_product"] if s.key == "quantity")
     prompt = tuple(tok.encode(f"{Special.BOS}{Special.CALLER} yes please{Special.AGENT}"))
-    assert slot not in CallPlan(grammar, prompt, 96).said
-    plan = CallPlan(grammar, prompt, 96, CallSources(caller_lines=("two of them", "yes please")))
+    assert slot not in grounded_plan(grammar, prompt, 96).said
+    plan = grounded_plan(
+        grammar, prompt, 96, CallSources(caller_lines=("two of them", "yes please"))
+    )
     assert plan.said[slot].candidate_values == ("2",)
 
 

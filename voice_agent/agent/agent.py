@@ -74,6 +74,7 @@ from voice_agent.brain.hints import CallerHints
 from voice_agent.brain.phrases import Phrases, phrases
 from voice_agent.brain.spoken import spoken_digits
 from voice_agent.clock import Clock, MonotonicClock
+from voice_agent.grounding import grounder
 from voice_agent.latency import TurnTracker
 from voice_agent.turn_record import EffortLevel, Mark
 
@@ -455,7 +456,8 @@ class Agent:
         prompt = tuple(self._tok.encode(text))
         schedule = Schedule(cfg.threshold, steps, cfg.max_new_tokens, effort)
         grammar = self._grammar_for(turn.withheld)
-        return Request(prompt, schedule, deadline_s, grammar, sources=call_sources(self.turns))
+        grounding = grounder(call_sources(self.turns))
+        return Request(prompt, schedule, deadline_s, grammar, grounding)
 
     async def _call(
         self, turn: _Turn, call: AgentCall, generation: int, tracker: TurnTracker | None

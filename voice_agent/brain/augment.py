@@ -24,11 +24,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from engine.names import common_words
 from voice_agent.brain import lexicon
 from voice_agent.brain.dialogues import Example
 from voice_agent.brain.format import CallerTurn, last_caller
 from voice_agent.brain.phrasing import CAPITALIZED
+from voice_agent.grounding.names import common_words
 from voice_agent.speech import say
 
 MIN_LETTERS, MAX_LETTERS = 3, 8

@@ -19,10 +19,11 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from engine.constraints import CallGrammar, CallSources
+from engine.constraints import CallGrammar
 from engine.schedule import Effort
 from engine.tokenizer import Special, TextTokenizer
 from tools.core import ToolError
+from voice_agent.grounding import CallSources
 
 WINDOW_TOKENS = 256
 """The model's window: prompt + answer."""

@@ -14,9 +14,9 @@ phrase of the prompt; it offers the phrases that look like a name, best evidence
 
 Within a tier, the latest line that has any gives the choices (a correction wins). A name
 word is one that no English dictionary lists in lower case ("rahul", "dubois"; the list
-is engine/lexicon/common_words.txt.gz, see scripts/make_common_words.py), or one written
-with a capital inside a sentence (Whisper writes "It's Tom Brown"), and is not a filler,
-a number or a word of the grammar's closed sets. None when nothing looks like a name:
+is voice_agent/grounding/lexicon/common_words.txt.gz, see scripts/make_common_words.py),
+or one written with a capital inside a sentence (Whisper writes "It's Tom Brown"), and is
+not a filler, a number or a word of the grammar's closed sets. None when nothing looks like a name:
 the slot then chooses among all phrases as before.
 """
 
@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
-from engine.said import PHRASE_END
+from voice_agent.grounding.said import PHRASE_END
 
 COMMON_WORDS_PATH = Path(__file__).resolve().parent / "lexicon" / "common_words.txt.gz"
 MAX_NAME_WORDS = 3

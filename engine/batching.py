@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 import torch
 
 from engine.generate import (
-    STEP_TIME_SMOOTHING,
     CommittedBlock,
     DecodeState,
     Generation,
@@ -32,6 +31,7 @@ from engine.generate import (
     new_state,
 )
 from engine.model import DiffusionLM, KVCache
+from engine.pacing import StepTimer
 from engine.tokenizer import SpecialIds
 
 _log = logging.getLogger(__name__)
@@ -79,8 +79,8 @@ class Engine:
         self._active: list[_Job] = []
         self._thread: threading.Thread | None = None
         self._closed = False
-        self.step_estimate_s = 0.0
-        self.steps = 0
+        self.timer = StepTimer()
+        """The model thread's steps: how many, and how long one takes."""
         self.crashes = 0
         """Steps that raised; each failed its batch's requests and the engine went on."""
         self.last_crash = ""
@@ -206,11 +206,8 @@ class Engine:
     def _step(self) -> None:
         states = [job.state for job in self._active]
         t0 = self.clock()
-        done = decode_step(self.model, self._pool, states, self.ids, t0, self.step_estimate_s)
-        took = self.clock() - t0
-        a = STEP_TIME_SMOOTHING
-        self.step_estimate_s = took if not self.steps else (1 - a) * self.step_estimate_s + a * took
-        self.steps += 1
+        done = decode_step(self.model, self._pool, states, self.ids, t0, self.timer.estimate_s)
+        self.timer.add(self.clock() - t0)
         self.batch_sizes.append(len(states))
         by_state = {id(job.state): job for job in self._active}
         for block in done:

@@ -45,6 +45,7 @@ from pydantic import BaseModel
 from torch import Tensor
 
 from engine.readback import SayTemplate, Spoken, lead_ids
+from engine.rules import Rule
 from engine.tokenizer import Special, TextTokenizer
 
 DEFAULT_TEXT_TOKENS = 8
@@ -370,15 +371,16 @@ def _has(tok: TextTokenizer, token: str) -> bool:
     return tok.tokenizer.token_to_id(token) is not None
 
 
-class CallPlan:
-    """Per-request constraint state: which answer positions the grammar governs.
+class CallPlan(Rule):
+    """Per-request constraint state: which answer positions the grammar governs; a rule
+    of the decode loop (engine/rules.py).
 
-    `cells` maps answer positions to their cell. Each step the decoding loop calls
-    `before_commit` (restrict the block's logits, settle enum choices), then commits, then
-    `after_commit` (notice a committed `<call>`, a read-back's opening words or the start
-    of a relayed tool result, and lay out what follows); `fill_block` places fixed tokens
-    into a new block. `open` says a layout is placed but not yet complete, so the loop
-    must not stop at a length or deadline boundary inside it.
+    `cells` maps answer positions to their cell. Each step the decoding loop calls `ban`
+    (restrict the block's logits, settle enum choices), then commits, then `take_back`
+    (notice a committed `<call>`, a read-back's opening words or the start of a relayed
+    tool result, and lay out what follows); `fill_block` places fixed tokens into a new
+    block. `open` says a layout is placed but not yet complete, so the loop must not stop
+    at a length or deadline boundary inside it.
     """
 
     def __init__(
@@ -435,12 +437,11 @@ class CallPlan:
         laid_out = self.call_at is not None or self.say_at is not None
         return laid_out and (self.end is None or self.end >= answer_len)
 
-    def before_commit(
-        self, canvas: Tensor, block_start: int, logits: Tensor, banned: Tensor
-    ) -> int:
+    def ban(self, answer: list[int], canvas: Tensor, logits: Tensor, banned: Tensor) -> int:
         """Restrict `banned` (block, vocab) at governed positions and settle enum slots
-        met in this block, writing their tokens into `canvas`. Returns the number of
-        model-chosen tokens placed (enum values, gaps excluded)."""
+        met in this block, writing their tokens into `canvas` (block,). Returns the number
+        of model-chosen tokens placed (enum values, gaps excluded)."""
+        block_start = len(answer)
         log_probs = torch.log_softmax(logits.float(), dim=-1)  # (block, vocab)
         placed, laid_out = self._restrict(canvas, block_start, log_probs, banned)
         while laid_out:  # choosing the tool laid out more cells, maybe in this very block
@@ -484,19 +485,21 @@ class CallPlan:
         self._place(canvas, block_start)
         return placed, laid_out
 
-    def after_commit(self, canvas: Tensor, block_start: int) -> int:
+    def take_back(self, answer: list[int], canvas: Tensor) -> Tensor:
         """Lay out the call once `<call>` is committed, or a read-back once `<say>` and
-        its opening words are. Returns how many committed tokens were taken back because
-        the layout now governs their positions."""
+        its opening words are. Returns the (block,) bool positions whose committed tokens
+        were taken back because the layout now governs them."""
+        block_start = len(answer)
+        none = torch.zeros_like(canvas, dtype=torch.bool)
         if self.opened_at is not None:
-            return 0
+            return none
         hits = (canvas == self.grammar.tok.ids.call).nonzero()
         if hits.numel() > 0:
             self.call_at = block_start + int(hits[0]) + 1
             self._extend(self.call_at, self.grammar.name_layout())
             return self._take_back(canvas, block_start, int(hits[0]) + 1)
         if not self.grammar.readbacks and not self.echo:
-            return 0
+            return none
         mask_id, say = self.grammar.tok.ids.mask, self.grammar.tok.ids.say
         for j, token in enumerate(canvas.tolist()):
             if token != mask_id:
@@ -523,23 +526,21 @@ class CallPlan:
                 self.echo_at = pos + 1
                 self.echo_end = start + len(rest) - 1  # what follows is the model's again
                 return self._take_back(canvas, block_start, start - block_start)
-        return 0
+        return none
 
     def _run(self, start: int, n: int) -> tuple[int, ...]:
         """The committed tokens at answer positions `start`.. (-1 where none is yet)."""
         return tuple(self.committed.get(start + i, -1) for i in range(n))
 
-    def _take_back(self, canvas: Tensor, block_start: int, first: int) -> int:
+    def _take_back(self, canvas: Tensor, block_start: int, first: int) -> Tensor:
         """Re-mask what was committed from block index `first` on (decided without the
-        layout: decided again under it) and place the layout's fixed tokens."""
-        mask_id = self.grammar.tok.ids.mask
-        taken_back = 0
-        for j in range(first, canvas.shape[0]):
-            if canvas[j] != mask_id:
-                canvas[j] = mask_id
-                taken_back += 1
+        layout: decided again under it) and place the layout's fixed tokens. Returns the
+        positions re-masked."""
+        taken = torch.zeros_like(canvas, dtype=torch.bool)
+        taken[max(first, 0) :] = canvas[max(first, 0) :] != self.grammar.tok.ids.mask
+        canvas[taken] = self.grammar.tok.ids.mask
         self._place(canvas, block_start)
-        return taken_back
+        return taken
 
     def _readback_layout(self, template: SayTemplate) -> list[Cell] | None:
         """The cells after a read-back's opening words: its text as fixed tokens, each
@@ -573,8 +574,8 @@ class CallPlan:
         tool = self.tool or self.say_tool
         return set(self.grounding.mentioned.get((str(tool), slot.key), values))
 
-    def fill_block(self, canvas: Tensor, block_start: int) -> None:
-        self._place(canvas, block_start)
+    def fill_block(self, answer: list[int], canvas: Tensor) -> None:
+        self._place(canvas, len(answer))
 
     def _extend(self, start: int, layout: list[Cell]) -> None:
         for i, cell in enumerate(layout):

@@ -19,17 +19,11 @@ from torch import Tensor
 from engine.constraints import CallGrammar, CallPlan, Grounder
 from engine.masks import PROMPT_BLOCK, block_diffusion_mask, with_self
 from engine.model import DiffusionLM, KVCache
-from engine.schedule import (
-    Effort,
-    Schedule,
-    confidence,
-    positions_to_commit,
-    without_adjacent_twins,
-)
+from engine.pacing import StepTimer
+from engine.rules import StepRule
+from engine.schedule import Schedule, confidence, positions_to_commit, without_adjacent_twins
 from engine.tokenizer import SpecialIds
-
-STEP_TIME_SMOOTHING = 0.3
-"""Weight of the newest step in the running estimate of a step's duration."""
+from engine.turn_rules import TurnFormat
 
 
 class FinishReason(Enum):
@@ -73,7 +67,9 @@ class DecodeState:
     steps_in_block: int = 0
     forced: bool = False
     finish: FinishReason | None = None
-    plan: CallPlan | None = None
+    rules: list[StepRule] = field(default_factory=list)
+    """Applied in order every step (engine/rules.py): the turn format, then the call
+    grammar's plan when the request has a grammar."""
 
 
 class CommittedBlock(tuple[int, ...]):
@@ -100,14 +96,14 @@ class BlockDone:
 def new_state(request: Request, block_size: int, ids: SpecialIds) -> DecodeState:
     if not request.prompt_ids:
         raise ValueError("empty prompt")
-    limit = answer_capacity(request, block_size)
+    rules: list[StepRule] = [TurnFormat(ids, request.schedule.effort)]
     grammar, grounder = request.grammar, request.grounder
-    plan = None
     if grammar is not None:
         prompt = grammar.tok.decode(request.prompt_ids) if grounder is not None else ""
-        plan = CallPlan(grammar, limit, grounder(grammar, prompt) if grounder else None)
+        grounding = grounder(grammar, prompt) if grounder is not None else None
+        rules.append(CallPlan(grammar, answer_capacity(request, block_size), grounding))
     canvas = torch.full((block_size,), ids.mask)
-    return DecodeState(request, canvas, list(request.prompt_ids), plan=plan)
+    return DecodeState(request, canvas, list(request.prompt_ids), rules=rules)
 
 
 def answer_capacity(request: Request, block_size: int) -> int:
@@ -145,53 +141,57 @@ def decode_step(
     )
     logits = logits[:, -bs:].float().cpu()  # (n, block, vocab)
 
-    for s in states:
+    banned = torch.zeros(n, bs, logits.shape[-1], dtype=torch.bool)  # (n, block, vocab)
+    banned[:, :, list(ids.never_generated())] = True
+    for b, s in enumerate(states):
         deadline = s.request.deadline_s
         s.forced |= deadline is not None and now_s + step_estimate_s > deadline
-    banned = _banned(states, ids, bs, logits.shape[-1])
-    for b, s in enumerate(states):
-        if s.plan is not None:
-            s.decided += s.plan.before_commit(s.canvas, len(s.answer), logits[b], banned[b])
-    conf, pred = confidence(logits, banned)
-    canvas = torch.stack([s.canvas for s in states])
+        for rule in s.rules:  # may place tokens (a settled choice) on s.canvas
+            s.decided += rule.ban(s.answer, s.canvas, logits[b], banned[b])
+    conf, pred = confidence(logits, banned)  # (n, block) each
+    canvas = torch.stack([s.canvas for s in states])  # (n, block)
     masked = canvas == ids.mask
+    schedules = [s.request.schedule for s in states]
     commit_all = torch.tensor(
-        [s.forced or s.steps_in_block + 1 >= s.request.schedule.max_steps_per_block for s in states]
+        [
+            s.forced or s.steps_in_block + 1 >= c.max_steps_per_block
+            for s, c in zip(states, schedules, strict=True)
+        ]
     )
-    threshold = torch.tensor([s.request.schedule.threshold for s in states])
-    chosen = positions_to_commit(conf, masked, threshold, commit_all)
+    threshold = torch.tensor([c.threshold for c in schedules])
+    chosen = positions_to_commit(conf, masked, threshold, commit_all)  # (n, block) bool
     chosen = without_adjacent_twins(chosen, pred, commit_all, _repeating(ids))
     canvas = torch.where(chosen, pred, canvas)
-    for b, s in enumerate(states):
-        early = _early_eos(s, canvas[b], ids) | _second_actions(s, canvas[b], ids)
-        canvas[b, early], chosen[b, early] = ids.mask, False
-        before = early & (s.canvas != ids.mask)  # committed in an earlier step
-        if bool(before.any()):
-            s.decided -= int(before.sum())
-            if s.chosen is not None:
-                s.chosen &= ~before
 
     done: list[BlockDone] = []
     for b, s in enumerate(states):
+        committed = canvas[b].clone()
+        taken = torch.zeros(bs, dtype=torch.bool)
+        for rule in s.rules:
+            taken |= rule.take_back(s.answer, canvas[b])
+        _count(s, chosen[b], taken, canvas[b] == committed, conf[b], ~masked[b])
         s.canvas, s.fresh = canvas[b].clone(), []
         s.forwards += 1
         s.steps_in_block += 1
-        s.decided += int(chosen[b].sum())
-        s.chosen = chosen[b] if s.chosen is None else s.chosen | chosen[b]
-        kept = chosen[b]
-        if s.plan is not None:
-            committed = s.canvas.clone()
-            s.decided -= s.plan.after_commit(s.canvas, len(s.answer))
-            stayed = s.canvas == committed  # not taken back or replaced by a layout
-            s.chosen &= stayed
-            kept = kept & stayed
-        if kept.any():
-            s.min_confidence = min(s.min_confidence, float(conf[b][kept].min()))
         block = _finished_block(s, ids)
         if block is not None:
             done.append(BlockDone(s, tuple(block)))
             _next_block(s, block, ids, now_s + step_estimate_s)
     return done
+
+
+def _count(
+    s: DecodeState, chosen: Tensor, taken: Tensor, stayed: Tensor, conf: Tensor, was_set: Tensor
+) -> None:
+    """The one place a step's commits are counted, all (block,): `chosen` by the model
+    this step, `taken` back by a rule, `stayed` as committed, `was_set` before the commit
+    (earlier steps' commits and tokens a rule placed). A taken-back token is not decided;
+    one committed in an earlier step and taken back now is no longer."""
+    s.decided += int((chosen & ~taken).sum()) - int((taken & was_set).sum())
+    s.chosen = (chosen if s.chosen is None else s.chosen | chosen) & stayed
+    kept = chosen & stayed
+    if kept.any():
+        s.min_confidence = min(s.min_confidence, float(conf[kept].min()))
 
 
 def _step_inputs(
@@ -226,91 +226,6 @@ def _step_inputs(
     return tokens, positions, mask, write, past_len
 
 
-def _banned(states: list[DecodeState], ids: SpecialIds, bs: int, vocab: int) -> Tensor:
-    banned = torch.zeros(len(states), bs, vocab, dtype=torch.bool)
-    banned[:, :, list(ids.never_generated())] = True
-    for b, s in enumerate(states):
-        if not s.answer:
-            banned[b, 0, ids.eos] = True  # an answer is never empty
-        if s.request.schedule.effort is Effort.INSTANT:
-            banned[b, :, ids.think] = True  # act at once: no reasoning segment
-        _reasoning_ends_in_an_action(s, ids, banned[b])
-        _one_action(s, ids, banned[b])
-    return banned
-
-
-def _reasoning_open(s: DecodeState, canvas: Tensor, ids: SpecialIds) -> int | None:
-    """For an answer in the brain's turn format (prompts/FORMAT.md: it opens with
-    `<think>`) whose reasoning has not yet reached `<say>` or `<call>`: the block position
-    of the first action marker on `canvas`, or the block's length when there is none (the
-    EOS may not come before it). None for any other answer."""
-    first = s.answer[0] if s.answer else int(canvas[0])
-    if first != ids.think or ids.say in s.answer or ids.call in s.answer:
-        return None
-    marks = torch.nonzero((canvas == ids.say) | (canvas == ids.call))
-    return int(marks[0, 0]) if len(marks) else len(canvas)
-
-
-def _early_eos(s: DecodeState, canvas: Tensor, ids: SpecialIds) -> Tensor:
-    """(block,) bool: EOS positions of `canvas` (just committed) that would end reasoning
-    before any action; they are taken back. The ban in `_reasoning_ends_in_an_action` cannot
-    see them in the step that commits an answer's `<think>` itself."""
-    out = torch.zeros_like(canvas, dtype=torch.bool)
-    upto = _reasoning_open(s, canvas, ids)
-    if upto is not None:
-        out[:upto] = canvas[:upto] == ids.eos
-    return out
-
-
-def _reasoning_ends_in_an_action(s: DecodeState, ids: SpecialIds, banned: Tensor) -> None:
-    """Reasoning must lead to `<say>` or `<call>`: until one is committed the EOS is banned
-    before it, and once the reasoning has outrun its effort's budget (the data never
-    reasons longer) the next block must open with one of them. Without this a small
-    model's reasoning can run on to the EOS or the length limit, an answer with no action."""
-    upto = _reasoning_open(s, s.canvas, ids)
-    if upto is None:
-        return
-    banned[:upto, ids.eos] = True
-    budget = s.request.schedule.effort.reasoning_budget_tokens
-    no_action_yet = upto == len(s.canvas)
-    if s.answer and len(s.answer) > budget and int(s.canvas[0]) == ids.mask and no_action_yet:
-        keep = banned[0].clone()
-        banned[0] = True
-        banned[0, [ids.say, ids.call]] = keep[[ids.say, ids.call]]
-
-
-def _first_action(s: DecodeState, canvas: Tensor, ids: SpecialIds) -> int | None:
-    """Block position of the answer's `<say>`/`<call>`: -1 when an earlier block holds it,
-    else the first one on `canvas`; None when there is none yet."""
-    if ids.say in s.answer or ids.call in s.answer:
-        return -1
-    marks = torch.nonzero((canvas == ids.say) | (canvas == ids.call))
-    return int(marks[0, 0]) if len(marks) else None
-
-
-def _one_action(s: DecodeState, ids: SpecialIds, banned: Tensor) -> None:
-    """An answer holds one action (prompts/FORMAT.md): once a `<say>` or `<call>` stands
-    in it, no later position may take either (a second marker, "<say>.<call>...", makes
-    the answer unparseable). An earlier position still may: the marker the model commits
-    first is not always its choice, and an earlier one takes over (`_second_actions`)."""
-    first = _first_action(s, s.canvas, ids)
-    if first is None:
-        return
-    banned[first + 1 :, ids.say] = True
-    banned[first + 1 :, ids.call] = True
-
-
-def _second_actions(s: DecodeState, canvas: Tensor, ids: SpecialIds) -> Tensor:
-    """(block,) bool: `<say>`/`<call>` on `canvas` (just committed) after the answer's
-    first; they are taken back (two committed in one step, or an earlier one committed
-    after a later one)."""
-    out = (canvas == ids.say) | (canvas == ids.call)
-    first = _first_action(s, canvas, ids)
-    if first is not None and first >= 0:
-        out[first] = False
-    return out
-
-
 def _repeating(ids: SpecialIds) -> Tensor:
     """Ids that legitimately stand side by side in one step: EOS fill, gap padding."""
     return torch.tensor([ids.eos, ids.gap, ids.pad])
@@ -336,7 +251,7 @@ def _next_block(s: DecodeState, block: list[int], ids: SpecialIds, next_step_end
     if s.finish is not None:
         return
     deadline = s.request.deadline_s
-    call_open = s.plan is not None and s.plan.open(len(s.answer))
+    call_open = any(rule.open(len(s.answer)) for rule in s.rules)
     if len(s.answer) >= s.request.schedule.max_new_tokens and not call_open:
         s.finish = FinishReason.LENGTH
     elif s.forced and deadline is not None and next_step_end_s > deadline and not call_open:
@@ -344,8 +259,8 @@ def _next_block(s: DecodeState, block: list[int], ids: SpecialIds, next_step_end
     else:
         s.fresh, s.steps_in_block, s.chosen = block, 0, None
         s.canvas = torch.full_like(s.canvas, ids.mask)
-        if s.plan is not None:
-            s.plan.fill_block(s.canvas, len(s.answer))
+        for rule in s.rules:
+            rule.fill_block(s.answer, s.canvas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,16 +291,11 @@ def stream(
     capacity = len(request.prompt_ids) + answer_capacity(request, cfg.block_size) + cfg.block_size
     cache = KVCache.empty(cfg, 1, capacity, device, dtype)
     state = new_state(request, cfg.block_size, ids)
-    estimate_s = 0.0
+    timer = StepTimer()
     while state.finish is None:
         t0 = clock()
-        blocks = decode_step(model, cache, [state], ids, t0, estimate_s)
-        took = clock() - t0
-        estimate_s = (
-            took
-            if not estimate_s
-            else (1 - STEP_TIME_SMOOTHING) * estimate_s + STEP_TIME_SMOOTHING * took
-        )
+        blocks = decode_step(model, cache, [state], ids, t0, timer.estimate_s)
+        timer.add(clock() - t0)
         yield from blocks
 
 

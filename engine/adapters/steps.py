@@ -8,12 +8,13 @@ step, everything once the step cap or the deadline says so.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
-from engine.generate import STEP_TIME_SMOOTHING, FinishReason
+from engine.generate import FinishReason
+from engine.pacing import StepTimer
 from engine.schedule import Schedule, confidence, positions_to_commit
 
 
@@ -22,27 +23,21 @@ class Pacer:
     """Deadline pressure for one request, from a running estimate of a step's duration."""
 
     deadline_s: float | None
-    estimate_s: float = 0.0
+    timer: StepTimer = field(default_factory=StepTimer)
     forced: bool = False
     """Sticky: once the deadline was near, every later step commits all it has."""
 
     def before_step(self, now_s: float) -> bool:
         """Whether this step must commit everything still open."""
-        if self.deadline_s is not None and now_s + self.estimate_s > self.deadline_s:
-            self.forced = True
+        self.forced |= self.timer.late(now_s, self.deadline_s)
         return self.forced
 
     def after_step(self, took_s: float) -> None:
-        w = STEP_TIME_SMOOTHING
-        self.estimate_s = took_s if not self.estimate_s else (1 - w) * self.estimate_s + w * took_s
+        self.timer.add(took_s)
 
     def out_of_time(self, now_s: float) -> bool:
         """After a forced block: no time for another step before the deadline."""
-        return (
-            self.forced
-            and self.deadline_s is not None
-            and now_s + self.estimate_s > self.deadline_s
-        )
+        return self.forced and self.timer.late(now_s, self.deadline_s)
 
 
 def banned_ids(

@@ -34,7 +34,7 @@ async def test_concurrent_requests_equal_unbatched_ones_and_share_steps() -> Non
     async with Engine(model, IDS, max_batch=4) as engine:
         results = await asyncio.gather(*(engine.generate(r) for r in requests()))
         assert max(engine.batch_sizes) == 4  # five requests, four rows: one waited and joined
-        assert engine.steps < sum(g.forwards for g in results)
+        assert engine.timer.steps < sum(g.forwards for g in results)
     assert [g.token_ids for g in results] == expected
     assert all(g.token_ids for g in results)
 
@@ -86,7 +86,7 @@ async def test_the_batch_size_history_is_bounded(monkeypatch: pytest.MonkeyPatch
     async with Engine(model, IDS) as engine:
         for _ in range(2):
             await engine.generate(request)
-        assert engine.steps > 3
+        assert engine.timer.steps > 3
         assert list(engine.batch_sizes) == [1, 1, 1]
 
 

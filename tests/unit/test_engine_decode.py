@@ -12,8 +12,6 @@ from engine.generate import (
     DecodeState,
     FinishReason,
     Request,
-    _one_action,
-    _second_actions,
     _step_inputs,
     decode_step,
     generate,
@@ -24,6 +22,7 @@ from engine.masks import PROMPT_BLOCK, block_diffusion_mask
 from engine.model import DiffusionLM, KVCache
 from engine.schedule import Effort, Schedule
 from engine.tokenizer import SpecialIds
+from engine.turn_rules import one_action, second_actions
 
 IDS = SpecialIds(pad=0, mask=1, bos=2, eos=3, gap=7, think=4, say=5, call=6)
 BS = 4
@@ -300,15 +299,15 @@ def test_an_earlier_action_marker_takes_over_from_a_later_one() -> None:
     m, say, call = IDS.mask, IDS.say, IDS.call
     s.canvas = torch.tensor([IDS.think, m, say, m])
     banned = torch.zeros(BS, 32, dtype=torch.bool)
-    _one_action(s, IDS, banned)
+    one_action(s.answer, s.canvas, IDS, banned)
     assert banned[:, say].tolist() == banned[:, call].tolist() == [False, False, False, True]
-    taken = _second_actions(s, torch.tensor([IDS.think, call, say, m]), IDS)
+    taken = second_actions(s.answer, torch.tensor([IDS.think, call, say, m]), IDS)
     assert taken.tolist() == [False, False, True, False]
     s.answer = [IDS.think, 20, say, 21]  # an earlier block holds the action
     banned = torch.zeros(BS, 32, dtype=torch.bool)
-    _one_action(s, IDS, banned)
+    one_action(s.answer, s.canvas, IDS, banned)
     assert bool(banned[:, say].all()) and bool(banned[:, call].all())
-    assert _second_actions(s, torch.tensor([call, 20, m, say]), IDS).tolist() == [
+    assert second_actions(s.answer, torch.tensor([call, 20, m, say]), IDS).tolist() == [
         True, False, False, True
     ]  # fmt: skip
 

@@ -36,7 +36,7 @@ class ModelCard:
     metrics: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
     prompt_hints: str = ""
-    """The caller-hint scheme the model was trained with (voice_agent/brain/hints.py's
+    """The caller-hint scheme the model was trained with (voice_agent/dialogue/hints.py's
     HINTS_VERSION), or "" for none: whoever builds its prompts must add the same hints."""
 
     @property

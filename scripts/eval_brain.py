@@ -46,19 +46,19 @@ from tools.bike_shop.readbacks import READBACKS
 from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.agent.prompt import prompt_budget
 from voice_agent.brain.dialogues import Example as Step
-from voice_agent.brain.format import (
+from voice_agent.brain.heard import verdict
+from voice_agent.brain.independent import read_cases
+from voice_agent.brain.phrasing import Split
+from voice_agent.brain.scenarios import generate as dialogues
+from voice_agent.brain.scoring import Scorer
+from voice_agent.dialogue.format import (
     ANSWER_TOKENS,
     AgentCall,
     CallerTurn,
     PromptTooLongError,
     call_sources,
 )
-from voice_agent.brain.heard import verdict
-from voice_agent.brain.hints import for_card
-from voice_agent.brain.independent import read_cases
-from voice_agent.brain.phrasing import Split
-from voice_agent.brain.scenarios import generate as dialogues
-from voice_agent.brain.scoring import Scorer
+from voice_agent.dialogue.hints import for_card
 from voice_agent.grounding import grounder
 from voice_agent.hearing.models import ASR_MODELS
 

@@ -42,8 +42,6 @@ from tools.bike_shop.pack import CONSENT, IRREVERSIBLE_CONSENT, LOOKUP_CONSENT, 
 from tools.bike_shop.results import SearchResult
 from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, AgentConfig, AgentReply, ToolOutcome, prompt_budget
-from voice_agent.brain.format import AgentSay
-from voice_agent.brain.hints import SCHEMES, for_card
 from voice_agent.brain.independent import (
     CALL_DAY,
     CALL_NOW,
@@ -62,6 +60,8 @@ from voice_agent.brain.independent_score import (
     score_call,
     score_line,
 )
+from voice_agent.dialogue.format import AgentSay
+from voice_agent.dialogue.hints import SCHEMES, for_card
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "callers"

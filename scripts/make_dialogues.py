@@ -17,9 +17,9 @@ from collections import Counter
 from pathlib import Path
 
 from voice_agent.brain.dialogues import Dialogue
-from voice_agent.brain.format import AgentCall, AgentSay, ToolResultTurn
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scenarios import generate
+from voice_agent.dialogue.format import AgentCall, AgentSay, ToolResultTurn
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scripts.eval_brain import VOICES as EVAL_VOICES
 from voice_agent.brain.dialogues import Example as Step
-from voice_agent.brain.format import AgentCall, CallerTurn
 from voice_agent.brain.heard import read_heard
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scenarios import generate as dialogues
+from voice_agent.dialogue.format import AgentCall, CallerTurn
 from voice_agent.hearing.models import ASR_MODELS
 
 TRAIN_VOICES = (

@@ -42,14 +42,14 @@ from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.brain.augment import StrayWords
 from voice_agent.brain.dialogues import Example as Step
 from voice_agent.brain.dialogues import misfit
-from voice_agent.brain.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError, last_caller
 from voice_agent.brain.heard import HeardLines
 from voice_agent.brain.hint_bank import write_bank
-from voice_agent.brain.hints import HINTS_VERSION, CallerHints
 from voice_agent.brain.independent import CaseError, read_cases
 from voice_agent.brain.independent_examples import first_line_examples
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scenarios import generate as dialogues
+from voice_agent.dialogue.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError, last_caller
+from voice_agent.dialogue.hints import HINTS_VERSION, CallerHints
 
 TRAIN_SEED, EVAL_SEED = 1, 2
 WINDOW = 256
@@ -69,7 +69,7 @@ def with_strays(steps: list[Step], share: float, seed: int) -> list[Step]:
 
 
 def with_hints(steps: list[Step], own_share: float = 0.0, seed: int = 0) -> list[Step]:
-    """`steps` with the latest caller line's hint (voice_agent/brain/hints.py): as the
+    """`steps` with the latest caller line's hint (voice_agent/dialogue/hints.py): as the
     hint of an unseen phrasing looks (the nearest frame other than the line's own), or for a
     share `own_share` of steps the nearest frame itself, as a known phrasing's looks."""
     hints, rng = CallerHints.load(), random.Random(seed)
@@ -166,7 +166,7 @@ def main() -> None:
     )  # fmt: skip
     p.add_argument(
         "--hints", action="store_true",
-        help="show each latest caller line's nearest known act (voice_agent/brain/hints.py)",
+        help="show each latest caller line's nearest known act (voice_agent/dialogue/hints.py)",
     )  # fmt: skip
     p.add_argument(
         "--hint-own", type=float, default=0.0,

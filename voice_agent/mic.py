@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from voice_agent.audio import ASR_RATE_HZ, FRAME_MS, PHONE_RATE_HZ, resample
-from voice_agent.brain.phrases import phrases
 from voice_agent.clock import MonotonicClock
 from voice_agent.config import Settings
 from voice_agent.demo import call_report
+from voice_agent.dialogue.phrases import phrases
 from voice_agent.events import Pcm16
 from voice_agent.pipeline import Pipeline, PipelineSession
 from voice_agent.simulator import caller_turn_ends_ms, first_reply_ms

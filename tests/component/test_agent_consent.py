@@ -17,7 +17,7 @@ from tools.bike_shop.db import ShopContext
 from tools.bike_shop.pack import CONSENT, PACK
 from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, DegradeKind, ReplyKind
-from voice_agent.brain.hints import CallerHints
+from voice_agent.dialogue.hints import CallerHints
 
 TOKENIZER = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm/tokenizer.json"
 

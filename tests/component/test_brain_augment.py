@@ -13,9 +13,9 @@ import pytest
 from scripts.train_brain import with_strays
 from voice_agent.brain.augment import MEANINGFUL, StrayWords, stray_line
 from voice_agent.brain.dialogues import Example
-from voice_agent.brain.format import CallerTurn
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scenarios import generate
+from voice_agent.dialogue.format import CallerTurn
 from voice_agent.grounding.names import common_words
 
 _WORDS = re.compile(r"[a-z']+")

@@ -19,11 +19,11 @@ from tools.bike_shop.schemas import ARGUMENT_MODELS, DAY_SAID_AS
 from tools.core import CallRefusal
 from voice_agent.brain import callers, lexicon, lines
 from voice_agent.brain.dialogues import Dialogue, Intent, fits
-from voice_agent.brain.format import AgentCall, AgentSay, CallerTurn, ToolResultTurn
 from voice_agent.brain.grounding import ungrounded
-from voice_agent.brain.phrases import phrases
 from voice_agent.brain.phrasing import Pool, Split
 from voice_agent.brain.scenarios import generate
+from voice_agent.dialogue.format import AgentCall, AgentSay, CallerTurn, ToolResultTurn
+from voice_agent.dialogue.phrases import phrases
 
 TRAIN_DIALOGUES, HELDOUT_DIALOGUES = 400, 120
 UNREACHABLE_ERRORS = {CallRefusal.INVALID_ARGUMENTS, CallRefusal.UNKNOWN_TOOL,

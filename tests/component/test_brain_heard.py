@@ -17,11 +17,11 @@ import pytest
 from scripts.make_heard_lines import pick_lines
 from scripts.train_brain import heard_copies
 from voice_agent.brain.dialogues import Example
-from voice_agent.brain.format import AgentCall, AgentSay, CallerTurn
 from voice_agent.brain.heard import REPEAT_THOUGHT, HeardLines, Kept, read_heard, verdict
-from voice_agent.brain.phrases import phrases
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scenarios import generate
+from voice_agent.dialogue.format import AgentCall, AgentSay, CallerTurn
+from voice_agent.dialogue.phrases import phrases
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""Caller hints (voice_agent/brain/hints.py) with the real sentence encoder: the /1 bank
+"""Caller hints (voice_agent/dialogue/hints.py) with the real sentence encoder: the /1 bank
 holds training frames only, the /2 bank adds the independent training lines (never a dev
 or test line); held-out phrasings the from-scratch model misread land on the right
 act; `skip_own` gives the nearest *other* frame; only the latest caller line carries a
@@ -24,9 +24,11 @@ from tools.bike_shop.pack import PACK
 from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent
 from voice_agent.brain import callers
-from voice_agent.brain.format import AgentSay, CallerTurn, render_prompt
 from voice_agent.brain.hint_bank import build_bank, frames, independent_lines, with_sample_values
-from voice_agent.brain.hints import (
+from voice_agent.brain.independent import read_cases
+from voice_agent.brain.phrasing import Pool, Split
+from voice_agent.dialogue.format import AgentSay, CallerTurn, render_prompt
+from voice_agent.dialogue.hints import (
     HINTS_V1,
     HINTS_VERSION,
     SCHEMES,
@@ -35,8 +37,6 @@ from voice_agent.brain.hints import (
     for_card,
     read_bank,
 )
-from voice_agent.brain.independent import read_cases
-from voice_agent.brain.phrasing import Pool, Split
 
 BRAIN = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm"
 
@@ -193,7 +193,7 @@ def test_the_agent_runs_the_encoder_off_the_event_loop(
 def test_the_hint_cache_is_bounded_and_keeps_recent_lines(
     hints: CallerHints, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("voice_agent.brain.hints.CACHE_LINES", 3)
+    monkeypatch.setattr("voice_agent.dialogue.hints.CACHE_LINES", 3)
     lines = [
         "sure thing",
         "any chance you stock rim brake pads",

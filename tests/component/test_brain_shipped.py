@@ -33,11 +33,11 @@ from voice_agent.agent import (
     ToolOutcome,
     prompt_budget,
 )
-from voice_agent.brain.format import ANSWER_TOKENS, AgentCall
-from voice_agent.brain.hints import HINTS_VERSION, for_card
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scenarios import generate as dialogues
 from voice_agent.brain.scoring import Scorer
+from voice_agent.dialogue.format import ANSWER_TOKENS, AgentCall
+from voice_agent.dialogue.hints import HINTS_VERSION, for_card
 from voice_agent.grounding import ground
 
 ROOT = Path(__file__).resolve().parents[2]

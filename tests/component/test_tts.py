@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from voice_agent.audio import rms_dbfs
-from voice_agent.brain.phrases import phrases
+from voice_agent.dialogue.phrases import phrases
 from voice_agent.events import Pcm16
 from voice_agent.speech.gate import SynthesisGate
 from voice_agent.speech.phrases import PhraseCache

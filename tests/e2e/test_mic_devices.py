@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from voice_agent.audio import rms_dbfs
-from voice_agent.brain.phrases import phrases
+from voice_agent.dialogue.phrases import phrases
 from voice_agent.simulator import REPLY_DBFS
 from voice_agent.speech import EspeakSynthesizer
 from voice_agent.turn_record import read_jsonl

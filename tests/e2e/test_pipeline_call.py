@@ -34,8 +34,8 @@ from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.agent import DegradeKind, ReplyKind, ToolOutcome
 from voice_agent.agent.tools import RunTool
 from voice_agent.audio import pcm16_to_bytes, resample, rms_dbfs
-from voice_agent.brain.format import AgentSay
-from voice_agent.brain.phrases import phrases
+from voice_agent.dialogue.format import AgentSay
+from voice_agent.dialogue.phrases import phrases
 from voice_agent.events import Pcm16
 from voice_agent.pipeline import Pipeline, PipelineSession
 from voice_agent.simulator import REPLY_DBFS, simulate_call

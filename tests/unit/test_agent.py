@@ -38,9 +38,9 @@ from voice_agent.agent import (
     same_words,
 )
 from voice_agent.agent.streaming import SayStreamer
-from voice_agent.brain.format import AgentCall, AgentSay, CallerTurn, ToolResultTurn
-from voice_agent.brain.phrases import phrases
 from voice_agent.clock import FakeClock
+from voice_agent.dialogue.format import AgentCall, AgentSay, CallerTurn, ToolResultTurn
+from voice_agent.dialogue.phrases import phrases
 from voice_agent.latency import Budgets, TurnTracker
 from voice_agent.turn_record import Mark, Stage
 from voice_agent.turn_record import ToolOutcome as TrackedOutcome

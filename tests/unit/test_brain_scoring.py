@@ -7,8 +7,8 @@ import json
 from engine.schedule import Effort
 from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.brain.dialogues import Example, Intent
-from voice_agent.brain.format import AgentCall, AgentSay, CallerTurn
 from voice_agent.brain.scoring import Scorer
+from voice_agent.dialogue.format import AgentCall, AgentSay, CallerTurn
 
 HOURS = AgentCall("opening_hours", {"day": "saturday"})
 ORDER = AgentCall("order_status", {"order_number": "40213"})

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from voice_agent.brain import lines
-from voice_agent.brain.format import AgentCall, AgentSay, CallerTurn
 from voice_agent.brain.independent import parse_line
 from voice_agent.brain.independent_examples import first_line_examples
-from voice_agent.brain.phrases import phrases
+from voice_agent.dialogue.format import AgentCall, AgentSay, CallerTurn
+from voice_agent.dialogue.phrases import phrases
 
 
 def case(line: str, act: str, **extra: Any) -> Any:

@@ -24,10 +24,10 @@ from tools.bike_shop.db import ShopContext
 from tools.bike_shop.pack import PACK
 from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, AgentConfig, ReplyKind
-from voice_agent.brain.format import AgentSay
-from voice_agent.brain.phrases import phrases
 from voice_agent.clock import FakeClock
 from voice_agent.config import load_settings
+from voice_agent.dialogue.format import AgentSay
+from voice_agent.dialogue.phrases import phrases
 from voice_agent.events import (
     AudioReceived,
     CallStarted,

@@ -24,7 +24,7 @@ from tests.unit.test_engine_constraints import random_model
 from tools.bike_shop import schemas
 from tools.bike_shop.readbacks import CONFIRM_BOOKING, READBACKS
 from voice_agent.brain import lines
-from voice_agent.brain.format import parse_answer
+from voice_agent.dialogue.format import parse_answer
 from voice_agent.grounding import ground
 
 TOKENIZER = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm/tokenizer.json"

@@ -30,8 +30,8 @@ from tools.bike_shop.results import ToolResult
 from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, AgentConfig, EngineStalled, ToolOutcome
 from voice_agent.agent.tools import RunTool
-from voice_agent.brain.format import AgentCall, AgentSay, ToolResultTurn
-from voice_agent.brain.phrases import phrases
+from voice_agent.dialogue.format import AgentCall, AgentSay, ToolResultTurn
+from voice_agent.dialogue.phrases import phrases
 from voice_agent.events import (
     AudioReceived,
     CallStarted,

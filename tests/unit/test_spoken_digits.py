@@ -1,4 +1,4 @@
-"""Digits read out in words become digits (voice_agent/brain/spoken.py), so the model and
+"""Digits read out in words become digits (voice_agent/dialogue/spoken.py), so the model and
 the grammar's grounding can copy an order number a caller read out or a recognizer wrote
 in words; counts and times said in words stay as they are."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from voice_agent.brain.spoken import spoken_digits
+from voice_agent.dialogue.spoken import spoken_digits
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ from tests.unit.test_agent import TOKENIZER, ScriptedEngine, say
 from tools.bike_shop.pack import PACK as BIKE_SHOP
 from tools.core import ToolPack, ToolSpec, load_pack
 from voice_agent.agent import Agent, AgentConfig, ReplyKind, ToolOutcome, pack_grammar
-from voice_agent.brain.format import ToolResultTurn
+from voice_agent.dialogue.format import ToolResultTurn
 
 RESTAURANT = restaurant.PACK
 FRIDAY_NOON = datetime(2025, 6, 6, 12, 0)

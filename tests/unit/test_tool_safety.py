@@ -37,7 +37,7 @@ from tools.bike_shop.results import Booking, Cancellation, Hours, ToolError, Too
 from tools.bike_shop.shop import open_shop
 from tools.core import CallRefusal
 from voice_agent.agent import Agent, AgentConfig, DegradeKind, ReplyKind, ToolOutcome
-from voice_agent.brain.phrases import phrases
+from voice_agent.dialogue.phrases import phrases
 from voice_agent.events import CallStarted, Protocol
 from voice_agent.transports.call import caller_identity
 

@@ -85,7 +85,7 @@ IRREVERSIBLE_CONSENT: dict[str, frozenset[str]] = {
     "transfer_to_human": TRANSFER_ACTS,
     "cancel_booking": frozenset({"yes"}),
 }
-"""Irreversible tools and the caller acts (caller-hint labels, voice_agent/brain/hints.py)
+"""Irreversible tools and the caller acts (caller-hint labels, voice_agent/dialogue/hints.py)
 that ask for them: `end_call` only after a goodbye, a transfer only after a request for a
 person (or a line the shop cannot help with), a cancellation only after a yes to its
 read-back."""

@@ -58,7 +58,8 @@ from voice_agent.agent.reply import (
 )
 from voice_agent.agent.streaming import SayStreamer, TextHook
 from voice_agent.agent.tools import RunTool, ToolRun, ToolRunner
-from voice_agent.brain.format import (
+from voice_agent.clock import Clock, MonotonicClock
+from voice_agent.dialogue.format import (
     ANSWER_TOKENS,
     MAX_PROMPT_TOKENS,
     AgentCall,
@@ -70,10 +71,9 @@ from voice_agent.brain.format import (
     last_caller,
     parse_answer,
 )
-from voice_agent.brain.hints import CallerHints
-from voice_agent.brain.phrases import Phrases, phrases
-from voice_agent.brain.spoken import spoken_digits
-from voice_agent.clock import Clock, MonotonicClock
+from voice_agent.dialogue.hints import CallerHints
+from voice_agent.dialogue.phrases import Phrases, phrases
+from voice_agent.dialogue.spoken import spoken_digits
 from voice_agent.grounding import grounder
 from voice_agent.latency import TurnTracker
 from voice_agent.turn_record import EffortLevel, Mark
@@ -192,7 +192,7 @@ class Agent:
         `ctx.caller` scopes what the tools may change; when it is None the agent acts for
         an anonymous caller of its own (it can cancel only what it booked) until
         `set_caller` names the caller. `hints`: the caller hints the checkpoint was trained
-        with (voice_agent/brain/hints.py `for_card`), shown on the latest caller line.
+        with (voice_agent/dialogue/hints.py `for_card`), shown on the latest caller line.
         `consent`: tool → the caller acts (hint labels) that ask for it
         (the pipeline passes `pack.consent`); a call of such a tool after a caller line of
         another act is not run, and the model answers again without that tool. Off

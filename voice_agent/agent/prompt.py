@@ -11,7 +11,7 @@ from engine.constraints import CallGrammar
 from engine.schedule import Effort
 from engine.tokenizer import TextTokenizer
 from tools.core import ToolPack
-from voice_agent.brain.format import (
+from voice_agent.dialogue.format import (
     MAX_PROMPT_TOKENS,
     CallerTurn,
     PromptTooLongError,

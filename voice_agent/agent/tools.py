@@ -29,8 +29,8 @@ from typing import Any, cast
 
 from tools.core import CallAction, Handoff, ToolError, ToolPack, WriteGate, gated
 from voice_agent.agent.reply import ToolCallRecord, ToolOutcome
-from voice_agent.brain.format import ERROR_PREFIX, AgentCall, SaysLine, ToolResultTurn
 from voice_agent.clock import Clock, MonotonicClock
+from voice_agent.dialogue.format import ERROR_PREFIX, AgentCall, SaysLine, ToolResultTurn
 from voice_agent.latency import TurnTracker
 from voice_agent.pools import named_pool
 from voice_agent.turn_record import ToolOutcome as TrackedOutcome

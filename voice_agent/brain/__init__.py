@@ -1,2 +1,4 @@
-"""The agent's brain: the model's turn format, fixed phrases, and the dialogue data the
-embedded model is trained and evaluated on (prompts/FORMAT.md)."""
+"""The brain's training side: the dialogue simulator and its scenarios, augmentation,
+heard lines, the independent caller data, the synthetic engine task, scoring, and the
+caller-hint banks' builder. The runtime dialogue format it writes for is
+`voice_agent/dialogue/` (prompts/FORMAT.md); a live call never imports this package."""

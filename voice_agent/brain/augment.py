@@ -26,8 +26,8 @@ from pathlib import Path
 
 from voice_agent.brain import lexicon
 from voice_agent.brain.dialogues import Example
-from voice_agent.brain.format import CallerTurn, last_caller
 from voice_agent.brain.phrasing import CAPITALIZED
+from voice_agent.dialogue.format import CallerTurn, last_caller
 from voice_agent.grounding.names import common_words
 from voice_agent.speech import say
 

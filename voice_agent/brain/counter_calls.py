@@ -15,9 +15,9 @@ from tools.bike_shop.results import OrderInfo, Reservation, SearchResult, ToolEr
 from tools.bike_shop.schemas import MAX_QUANTITY
 from voice_agent.brain import callers, lexicon, lines
 from voice_agent.brain.dialogues import Intent, Sim, Thought
-from voice_agent.brain.phrases import phrases
 from voice_agent.brain.phrasing import surface
 from voice_agent.brain.workshop_calls import pick_day
+from voice_agent.dialogue.phrases import phrases
 
 ORDER_ITEMS = ("a road tyre", "two inner tubes", "a light set", "a city helmet",
                "a floor pump", "brake pads", "a d lock", "a bike chain", "a winter tyre",

@@ -30,7 +30,17 @@ from tools.bike_shop.pack import call_tool
 from tools.bike_shop.results import ToolError, ToolResult
 from tools.bike_shop.schemas import ARGUMENT_MODELS
 from voice_agent.brain.callers import with_edges
-from voice_agent.brain.format import (
+from voice_agent.brain.phrasing import (
+    Casing,
+    Pool,
+    Split,
+    caller_line,
+    pick_casing,
+    slots,
+    surface,
+)
+from voice_agent.brain.results import result_turn
+from voice_agent.dialogue.format import (
     ANSWER_TOKENS,
     MAX_PROMPT_TOKENS,
     AgentAction,
@@ -45,17 +55,7 @@ from voice_agent.brain.format import (
     turn_from_json,
     turn_to_json,
 )
-from voice_agent.brain.phrases import phrases
-from voice_agent.brain.phrasing import (
-    Casing,
-    Pool,
-    Split,
-    caller_line,
-    pick_casing,
-    slots,
-    surface,
-)
-from voice_agent.brain.results import result_turn
+from voice_agent.dialogue.phrases import phrases
 
 FIRST_DAY = date(2025, 6, 2)
 """Dialogues happen on days from here on (the shop's seed day is each dialogue's today)."""

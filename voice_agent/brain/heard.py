@@ -21,8 +21,8 @@ from enum import Enum
 from pathlib import Path
 
 from voice_agent.brain.dialogues import Example, Thought
-from voice_agent.brain.format import AgentCall, AgentSay, CallerTurn
-from voice_agent.brain.phrases import phrases
+from voice_agent.dialogue.format import AgentCall, AgentSay, CallerTurn
+from voice_agent.dialogue.phrases import phrases
 
 REPEAT_THOUGHT = Thought("didn't catch it", "The line is garbled; ask them to repeat.")
 """The simulator's reasoning for a garbled caller line (voice_agent/brain/scenarios.py)."""

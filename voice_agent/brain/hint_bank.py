@@ -1,4 +1,4 @@
-"""Building the caller-hint banks (voice_agent/brain/hints.py) from the training data.
+"""Building the caller-hint banks (voice_agent/dialogue/hints.py) from the training data.
 
 A bank is the simulator's training frames (voice_agent/brain/callers.py, slots filled
 with fixed sample values) labelled with their dialogue acts, plus, from scheme /2 on, the
@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 
 from voice_agent.brain import callers
-from voice_agent.brain.hints import BANKS, HINTS_V1, SCHEMES, bank_path
 from voice_agent.brain.independent import hint_label, read_cases
 from voice_agent.brain.phrasing import Pool
+from voice_agent.dialogue.hints import BANKS, HINTS_V1, SCHEMES, bank_path
 
 INDEPENDENT_TRAIN = Path(__file__).resolve().parents[2] / "data" / "callers" / "train"
 

@@ -336,7 +336,7 @@ _PLAIN = {
 
 
 def hint_label(case: LineCase) -> str | None:
-    """The caller-hint act (voice_agent/brain/hints.py's labels, the simulator's frame
+    """The caller-hint act (voice_agent/dialogue/hints.py's labels, the simulator's frame
     pools) that `case`'s line shows, or None when the simulator has no such act (a
     question about a price, a bare "no")."""
     if case.act in _PLAIN:

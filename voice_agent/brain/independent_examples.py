@@ -30,13 +30,13 @@ from collections.abc import Iterable
 from tools.bike_shop.catalogue import PRODUCTS
 from voice_agent.brain import lines
 from voice_agent.brain.dialogues import EFFORT_WEIGHTS, Example, Intent, Thought
-from voice_agent.brain.format import AgentAction, AgentCall, AgentSay, CallerTurn
 from voice_agent.brain.heard import REPEAT_THOUGHT
 from voice_agent.brain.independent import Act, LineCase
-from voice_agent.brain.phrases import phrases
 from voice_agent.brain.scenarios import GOODBYE
-from voice_agent.brain.spoken import spoken_digits
 from voice_agent.brain.workshop_calls import CHECK, READ_BACK
+from voice_agent.dialogue.format import AgentAction, AgentCall, AgentSay, CallerTurn
+from voice_agent.dialogue.phrases import phrases
+from voice_agent.dialogue.spoken import spoken_digits
 
 
 def _answer(case: LineCase) -> tuple[AgentAction, Thought, Intent] | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tools.bike_shop.pack import result_notes
 from tools.bike_shop.results import ToolError, ToolResult
-from voice_agent.brain.format import ToolResultTurn
+from voice_agent.dialogue.format import ToolResultTurn
 
 
 def result_turn(tool: str, outcome: ToolResult | ToolError) -> ToolResultTurn:

@@ -24,8 +24,8 @@ from voice_agent.brain.dialogues import (
     Sim,
     Thought,
 )
-from voice_agent.brain.phrases import phrases
 from voice_agent.brain.phrasing import Split
+from voice_agent.dialogue.phrases import phrases
 
 MAX_REQUESTS = 3
 LEAD_IN_CHANCE = 0.15

@@ -19,7 +19,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from voice_agent.brain.dialogues import Example
-from voice_agent.brain.format import (
+from voice_agent.brain.grounding import ungrounded
+from voice_agent.dialogue.format import (
     AgentCall,
     AgentSay,
     AnswerError,
@@ -27,8 +28,7 @@ from voice_agent.brain.format import (
     ToolResultTurn,
     parse_answer,
 )
-from voice_agent.brain.grounding import ungrounded
-from voice_agent.brain.phrases import phrases
+from voice_agent.dialogue.phrases import phrases
 
 
 @dataclass(slots=True)

@@ -18,8 +18,8 @@ from tools.bike_shop.schemas import Service, SlotTime
 from tools.bike_shop.timewords import parse_slot
 from voice_agent.brain import callers, lexicon, lines
 from voice_agent.brain.dialogues import Intent, Sim, Thought
-from voice_agent.brain.phrases import phrases
 from voice_agent.brain.phrasing import Split
+from voice_agent.dialogue.phrases import phrases
 
 SERVICES: tuple[str, ...] = get_args(Service)
 SLOT_TIMES: tuple[str, ...] = get_args(SlotTime)

@@ -26,10 +26,10 @@ from tools.core import PackState, ToolPack, load_pack
 from voice_agent.agent import Agent, AgentConfig, prompt_budget
 from voice_agent.agent.tools import RunTool
 from voice_agent.audio import PHONE_RATE_HZ
-from voice_agent.brain.hints import CallerHints, for_card
-from voice_agent.brain.phrases import phrases
 from voice_agent.clock import Clock, MonotonicClock
 from voice_agent.config import Settings
+from voice_agent.dialogue.hints import CallerHints, for_card
+from voice_agent.dialogue.phrases import phrases
 from voice_agent.events import Pcm16
 from voice_agent.hearing.asr import AsrWorker
 from voice_agent.hearing.endpoint import SmartTurnModel, TurnModelWorker

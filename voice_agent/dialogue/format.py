@@ -49,7 +49,7 @@ HINT_MARK = "~"
 @dataclass(frozen=True, slots=True)
 class CallerTurn:
     """What the caller said, as the ASR transcribed it; `hint` is the act of the nearest
-    known phrasing (voice_agent/brain/hints.py), shown after the line when set."""
+    known phrasing (voice_agent/dialogue/hints.py), shown after the line when set."""
 
     text: str
     hint: str = ""

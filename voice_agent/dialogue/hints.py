@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from voice_agent.brain.format import CallerTurn, Turn, last_caller
+from voice_agent.dialogue.format import CallerTurn, Turn, last_caller
 
 HINTS_V1 = "minilm-nearest-frame/1"
 """The bank holds the simulator's training frames only."""

@@ -23,7 +23,7 @@ import collections
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from engine.batching import Engine
@@ -107,6 +107,27 @@ class TurnSummary:
     record: TurnRecord
     interrupted: bool = False
     failed: bool = False
+
+
+@dataclass(slots=True)
+class TurnOutcome:
+    """How one reply task ended, filled in as it runs; its record is written from it."""
+
+    number: int
+    caller_text: str
+    tracker: TurnTracker
+    agent_text: str = ""
+    """The reply's text, or the apology after a failure."""
+    reply: AgentReply | None = None
+    fillers: list[Utterance] = field(default_factory=list)
+    """The filler that played before the answer, if one did."""
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    failed: bool = False
+
+    @property
+    def interrupted(self) -> bool:
+        """Cancelled (barge-in, hang-up) before the agent answered."""
+        return self.reply is None and not self.failed
 
 
 class PipelineSession:
@@ -458,29 +479,29 @@ class PipelineSession:
         channel = TextChannel()
         respond = asyncio.create_task(self._respond(caller_text, tracker, channel, drafting))
         respond.add_done_callback(lambda _: channel.close())
-        reply: AgentReply | None = None
-        agent_text, failed = "", False
+        turn = TurnOutcome(number, caller_text, tracker)
         filler = asyncio.create_task(self.voice.filler(self._phrases.one_moment, tracker))
         try:
             await self.voice.speak(channel.pieces(), tracker)
-            reply = await respond
-            agent_text = reply.text
+            turn.reply = await respond
+            turn.agent_text = turn.reply.text
         except Exception:
             log.exception("call %s: turn %d failed", self._call_id, number)
-            failed, agent_text = True, self._phrases.say_again
+            turn.failed, turn.agent_text = True, self._phrases.say_again
             await self._cancel(respond)
-            self._agent.commit_spoken(agent_text)
-            await self.voice.say(agent_text)
+            self._agent.commit_spoken(turn.agent_text)
+            await self.voice.say(turn.agent_text)
         finally:  # no await before the record's own finally: a hang-up may land anywhere
             filler.cancel()  # a filler still pending has not played (playing is its last step)
             played = filler.done() and not filler.cancelled() and filler.exception() is None
-            fillers = [u] if played and isinstance(u := filler.result(), Utterance) else []
+            if played and isinstance(u := filler.result(), Utterance):
+                turn.fillers.append(u)
             try:
                 await self._cancel(respond)
             finally:
-                tool_calls = self._agent.tools.records[tools_before:]
-                await self._finish_turn(number, caller_text, agent_text, reply, tracker, fillers,
-                                        tool_calls, failed)  # fmt: skip
+                turn.tool_calls = self._agent.tools.records[tools_before:]
+                await self._finish_turn(turn)
+        reply = turn.reply
         if reply is not None and reply.ends_call:
             log.info("call %s: the agent ends the call (%s)", self._call_id, reply.kind.value)
             await self.voice.played_out()
@@ -509,42 +530,19 @@ class PipelineSession:
             task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 
-    async def _finish_turn(
-        self,
-        number: int,
-        caller_text: str,
-        agent_text: str,
-        reply: AgentReply | None,
-        tracker: TurnTracker,
-        fillers: list[Utterance],
-        tool_calls: list[ToolCallRecord],
-        failed: bool,
-    ) -> None:
-        interrupted = reply is None and not failed
+    async def _finish_turn(self, turn: TurnOutcome) -> None:
         first = self.voice.first
         # Cancelled (hang-up, barge-in): record the turn at once, without waiting on the wire.
         cancelled = (task := asyncio.current_task()) is not None and task.cancelling() > 0
         try:
-            if first is not None and not interrupted and not cancelled:
+            if first is not None and not turn.interrupted and not cancelled:
                 await _first_frame_out(first)
         finally:  # a hang-up while waiting still leaves the turn's record
-            self._record(number, caller_text, agent_text, reply, tracker, fillers, tool_calls,
-                         interrupted, failed)  # fmt: skip
+            self._record(turn)
 
-    def _record(
-        self,
-        number: int,
-        caller_text: str,
-        agent_text: str,
-        reply: AgentReply | None,
-        tracker: TurnTracker,
-        fillers: list[Utterance],
-        tool_calls: list[ToolCallRecord],
-        interrupted: bool,
-        failed: bool,
-    ) -> None:
-        first = self.voice.first
-        heard_first = [*fillers, first] if first is not None else fillers
+    def _record(self, turn: TurnOutcome) -> None:
+        first, tracker = self.voice.first, turn.tracker
+        heard_first = [*turn.fillers, first] if first is not None else turn.fillers
         sent = [t for u in heard_first if (t := u.first_sent_at_s) is not None]
         if sent:  # the first reply frame, speech or filler
             tracker.mark(Mark.FIRST_AUDIO_SENT, min(sent))
@@ -552,10 +550,11 @@ class PipelineSession:
             tracker.mark(Mark.ANSWER_AUDIO_SENT, first.first_sent_at_s)
         record = tracker.record()
         if self._p.settings.pipeline.record_text:
-            record = replace(record, heard_text=caller_text, said_text=agent_text)
+            record = replace(record, heard_text=turn.caller_text, said_text=turn.agent_text)
         self._p.write_record(record)
-        self.turns.append(TurnSummary(number, caller_text, agent_text, reply, tuple(tool_calls),
-                                      record, interrupted, failed))  # fmt: skip
+        self.turns.append(TurnSummary(turn.number, turn.caller_text, turn.agent_text, turn.reply,
+                                      tuple(turn.tool_calls), record, turn.interrupted,
+                                      turn.failed))  # fmt: skip
 
 
 async def _first_frame_out(first: Utterance) -> None:

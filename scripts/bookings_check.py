@@ -93,11 +93,11 @@ def bookings_check(shop: Path | str, records: list[TurnRecord], seeded: int) -> 
             if call.name != BOOK_SERVICE:
                 continue
             ok = call.outcome is ToolOutcome.OK
-            ok_calls += ok
+            ok_calls += ok or call.outcome is ToolOutcome.REFUSED  # answered in time
             key = call_key(call, record.wall_time_unix_s)
             if key is None:
                 unknown += 1
-            elif ok and call.refusal is not None:
+            elif call.outcome is ToolOutcome.REFUSED:
                 refused += 1
             else:
                 asked.add(key)

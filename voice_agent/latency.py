@@ -169,7 +169,7 @@ class TurnTracker:
 
     def end_tool(self, handle: int, outcome: ToolOutcome, refusal: str | None = None) -> None:
         """End the call `handle` now. `refusal`: the refusal's kind when the tool answered
-        by refusing (`outcome` `OK`). Raises ValueError when it already ended."""
+        by refusing (`outcome` `REFUSED`). Raises ValueError when it already ended."""
         call = self._tools[handle]
         if call.ended_at_ms is not None:
             raise ValueError(f"tool call {handle} ({call.name}) already ended")
@@ -181,8 +181,8 @@ class TurnTracker:
     @contextlib.contextmanager
     def tool_call(self, name: str, arguments: Mapping[str, Any] | None = None) -> Iterator[None]:
         """Time the block as a call of tool `name` with `arguments`: `OK` when it
-        completes, `TIMEOUT` on TimeoutError, `CANCELLED` on cancellation, `ERROR` on any
-        other exception (which is re-raised)."""
+        completes, `TIMEOUT` on TimeoutError, `RAN_CANCELLED` on cancellation, `FAILED` on
+        any other exception (which is re-raised)."""
         handle = self.start_tool(name, arguments)
         try:
             yield
@@ -190,10 +190,10 @@ class TurnTracker:
             self.end_tool(handle, ToolOutcome.TIMEOUT)
             raise
         except asyncio.CancelledError:
-            self.end_tool(handle, ToolOutcome.CANCELLED)
+            self.end_tool(handle, ToolOutcome.RAN_CANCELLED)
             raise
         except Exception:
-            self.end_tool(handle, ToolOutcome.ERROR)
+            self.end_tool(handle, ToolOutcome.FAILED)
             raise
         self.end_tool(handle, ToolOutcome.OK)
 

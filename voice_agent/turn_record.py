@@ -32,12 +32,17 @@ from voice_agent.config import BudgetSettings
 
 _log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Layout of `TurnRecord` lines; bump on any change a reader of old lines would misread.
 2 added `engine`, `concurrent_calls` and `preempted`; 3 added the tool calls' `arguments`
 and `refusal`, 4 `answer_audio_sent_at_ms`, 5 `heard_text` and `said_text` (all optional:
-older lines read as the current version with them None)."""
-READABLE_VERSIONS = frozenset({1, 2, 3, 4, SCHEMA_VERSION})
+older lines read as the current version with them None); 6 gives tool calls the agent's
+outcomes (`ToolOutcome`: `refused`, `failed`, `ran_cancelled`, ...; an older line's
+`error` reads as `failed`, `cancelled` as `ran_cancelled`, and `ok` with a refusal as
+`refused`)."""
+READABLE_VERSIONS = frozenset({1, 2, 3, 4, 5, SCHEMA_VERSION})
+OLD_OUTCOMES = {"error": "failed", "cancelled": "ran_cancelled"}
+"""Tool-call outcomes of lines before version 6, as they read now."""
 DERIVED_KEY = "durations_ms"
 
 
@@ -97,11 +102,25 @@ class EffortLevel(Enum):
 
 
 class ToolOutcome(Enum):
+    """How a tool call the agent asked for ended: one vocabulary for the agent's replies
+    (`voice_agent.agent.ToolCallRecord`) and the turn records."""
+
     OK = "ok"
+    REFUSED = "refused"
+    """The tool raised `ToolError` (no such order, slot taken, ...): fed back to the model.
+    It answered in time; `refusal` says which refusal."""
     TIMEOUT = "timeout"
-    ERROR = "error"
-    CANCELLED = "cancelled"
-    """Barge-in or the turn ended while it ran."""
+    """Not done within its timeout; it may still finish in its thread (a write whose
+    caller gave up never commits: `tools.core.WriteGate`)."""
+    FAILED = "failed"
+    """An unexpected exception (a bug or a broken database), logged."""
+    NOT_RUN_CANCELLED = "not_run_cancelled"
+    """The turn was cancelled (barge-in) before the tool started: it never ran."""
+    RAN_CANCELLED = "ran_cancelled"
+    """The turn was cancelled while the tool ran: it finished, its result was kept in
+    the history but not spoken."""
+    DUPLICATE = "duplicate"
+    """The same call (tool and arguments) already ran this turn: not run again."""
 
 
 class DegradeCause(Enum):
@@ -169,8 +188,8 @@ class ToolCallRecord:
     (a line before version 3, or a caller of the tracker that did not say)."""
     refusal: str | None = None
     """The refusal's kind (`ToolError`, e.g. "slot_taken") when the tool answered by
-    refusing: `outcome` is then `OK`, since it answered in time. None: it did not refuse,
-    or the line predates version 3 (then `arguments` is None too)."""
+    refusing (`outcome` `REFUSED`). None: it did not refuse, or the line predates version
+    3 (then `arguments` is None too)."""
 
     @property
     def duration_ms(self) -> float | None:
@@ -327,6 +346,8 @@ class TurnRecord:
         version = data.get("schema_version")
         if version not in READABLE_VERSIONS:
             raise ValueError(f"turn record schema_version {version!r}; expected {SCHEMA_VERSION}")
+        if version != SCHEMA_VERSION and isinstance(data.get("tool_calls"), list):
+            data = {**data, "tool_calls": [_old_call(c) for c in data["tool_calls"]]}
         data = {**data, "schema_version": SCHEMA_VERSION}
         data.pop(DERIVED_KEY, None)
         try:
@@ -336,6 +357,17 @@ class TurnRecord:
 
 
 _ADAPTER: TypeAdapter[TurnRecord] = TypeAdapter(TurnRecord)
+
+
+def _old_call(call: Any) -> Any:
+    """A tool call of a line before version 6 with its outcome as version 6 says it."""
+    if not isinstance(call, dict):
+        return call
+    outcome = call.get("outcome")
+    outcome = OLD_OUTCOMES.get(outcome, outcome) if isinstance(outcome, str) else outcome
+    if outcome == "ok" and call.get("refusal") is not None:
+        outcome = "refused"
+    return {**call, "outcome": outcome}
 
 
 RECORDS_MODE = 0o600

@@ -429,7 +429,7 @@ def test_the_turn_record_keeps_each_calls_arguments_and_refusal(
     )  # fmt: skip
     # A refusal answered in time (outcome OK) but booked nothing: the record says which.
     assert (refused.arguments, refused.outcome, refused.refusal) == (
-        {"order_number": "98765"}, TrackedOutcome.OK, "no_such_order"
+        {"order_number": "98765"}, TrackedOutcome.REFUSED, "no_such_order"
     )  # fmt: skip
 
 

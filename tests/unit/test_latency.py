@@ -310,8 +310,8 @@ def test_tool_call_outcomes() -> None:
     calls = t.record().tool_calls
     assert [c.outcome for c in calls] == [
         ToolOutcome.TIMEOUT,
-        ToolOutcome.ERROR,
-        ToolOutcome.CANCELLED,
+        ToolOutcome.FAILED,
+        ToolOutcome.RAN_CANCELLED,
         ToolOutcome.OK,
     ]
     assert calls[0].duration_ms == pytest.approx(2000)

@@ -105,7 +105,7 @@ def test_a_row_no_call_asked_for_fails(shop: tuple[Path, ShopContext, int]) -> N
 
 def test_a_refusal_expects_no_row(shop: tuple[Path, ShopContext, int]) -> None:
     path, _, seeded = shop
-    refused = ToolCallRecord("book_service", 10.0, 20.0, ToolOutcome.OK, ANNA, "slot_taken")
+    refused = ToolCallRecord("book_service", 10.0, 20.0, ToolOutcome.REFUSED, ANNA, "slot_taken")
     record = TurnRecord("CA1", 1, Budgets.default(), tool_calls=(refused,),
                         wall_time_unix_s=NOW.timestamp())  # fmt: skip
     result = bookings_check(path, [record], seeded)

@@ -29,7 +29,7 @@ def test_the_tracker_records_a_calls_arguments_and_refusal() -> None:
     with t.tool_call("book_service", args):
         clock.advance(0.1)
     handle = t.start_tool("book_service", {**BOOKING, "time": "11:00"})
-    t.end_tool(handle, ToolOutcome.OK, refusal="slot_taken")
+    t.end_tool(handle, ToolOutcome.REFUSED, refusal="slot_taken")
     args["name"] = "someone else"  # the record keeps its own copy
     first, second = t.record().tool_calls
     assert (first.arguments, first.outcome, first.refusal) == (BOOKING, ToolOutcome.OK, None)
@@ -40,14 +40,19 @@ def test_arguments_and_refusal_round_trip_through_a_json_line() -> None:
     calls = (
         ToolCallRecord("book_service", 5.0, 40.0, ToolOutcome.OK, dict(BOOKING)),
         ToolCallRecord(
-            "order_status", 50.0, 60.0, ToolOutcome.OK, {"order_number": "98765"}, "no_such_order"
+            "order_status",
+            50.0,
+            60.0,
+            ToolOutcome.REFUSED,
+            {"order_number": "98765"},
+            "no_such_order",
         ),
         ToolCallRecord("opening_hours", 70.0),  # still running, arguments unknown
     )
     record = TurnRecord("CA3", 2, Budgets.default(), tool_calls=calls, wall_time_unix_s=1e9)
     line = record.to_json_line()
     data = json.loads(line)
-    assert data["schema_version"] == SCHEMA_VERSION == 5
+    assert data["schema_version"] == SCHEMA_VERSION == 6
     assert data["tool_calls"][0]["arguments"] == BOOKING
     assert data["tool_calls"][1]["refusal"] == "no_such_order"
     back = TurnRecord.from_json_line(line)
@@ -89,3 +94,24 @@ def test_version_4_marks_the_answer_apart_from_a_filler_and_version_3_reads() ->
     data["schema_version"] = 3
     old = TurnRecord.from_json_line(json.dumps(data))
     assert old.answer_audio_sent_at_ms is None and old.first_audio_sent_at_ms == pytest.approx(300)
+
+
+@pytest.mark.parametrize(
+    ("old", "refusal", "now"),
+    [
+        ("error", None, ToolOutcome.FAILED),
+        ("cancelled", None, ToolOutcome.RAN_CANCELLED),
+        ("ok", "slot_taken", ToolOutcome.REFUSED),
+        ("ok", None, ToolOutcome.OK),
+        ("timeout", None, ToolOutcome.TIMEOUT),
+    ],
+)
+def test_a_version_5_tool_outcome_reads_in_the_agents_vocabulary(
+    old: str, refusal: str | None, now: ToolOutcome
+) -> None:
+    call = ToolCallRecord("book_service", 5.0, 40.0, ToolOutcome.OK, dict(BOOKING), refusal)
+    data = json.loads(TurnRecord("CA5", 1, Budgets.default(), tool_calls=(call,)).to_json_line())
+    data["schema_version"] = 5
+    data["tool_calls"][0]["outcome"] = old
+    [read] = TurnRecord.from_json_line(json.dumps(data)).tool_calls
+    assert (read.outcome, read.refusal) == (now, refusal)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from engine.generate import Generation
+from voice_agent.turn_record import ToolOutcome as ToolOutcome
 
 
 class ReplyKind(Enum):
@@ -26,24 +27,6 @@ class ReplyKind(Enum):
     FALLBACK = "fallback"
     """A fixed or tool-written line instead of the model's speech: a tool failed or timed
     out, the tool-step cap was reached, or the model repeated a call."""
-
-
-class ToolOutcome(Enum):
-    OK = "ok"
-    REFUSED = "refused"
-    """The tool raised `ToolError` (no such order, slot taken, ...): fed back to the model."""
-    TIMEOUT = "timeout"
-    """Not done within its timeout; it may still finish in its thread (tools are
-    idempotent in SQLite, so a later retry cannot double-book)."""
-    FAILED = "failed"
-    """An unexpected exception (a bug or a broken database), logged."""
-    NOT_RUN_CANCELLED = "not_run_cancelled"
-    """The turn was cancelled (barge-in) before the tool started: it never ran."""
-    RAN_CANCELLED = "ran_cancelled"
-    """The turn was cancelled while the tool ran: it finished, its result was kept in
-    the history but not spoken."""
-    DUPLICATE = "duplicate"
-    """The same call (tool and arguments) already ran this turn: not run again."""
 
 
 @dataclass(frozen=True, slots=True)

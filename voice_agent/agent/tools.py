@@ -33,7 +33,6 @@ from voice_agent.clock import Clock, MonotonicClock
 from voice_agent.dialogue.format import ERROR_PREFIX, AgentCall, SaysLine, ToolResultTurn
 from voice_agent.latency import TurnTracker
 from voice_agent.pools import named_pool
-from voice_agent.turn_record import ToolOutcome as TrackedOutcome
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +43,6 @@ TIMEOUT_KIND = "timeout"
 FAILED_KIND = "failed"
 """Error kinds of the result turn fed back for a timed-out or crashed tool."""
 _MS_PER_S = 1000.0
-_TRACKED = {
-    ToolOutcome.OK: TrackedOutcome.OK,
-    ToolOutcome.REFUSED: TrackedOutcome.OK,  # the tool answered in time
-    ToolOutcome.TIMEOUT: TrackedOutcome.TIMEOUT,
-    ToolOutcome.FAILED: TrackedOutcome.ERROR,
-    ToolOutcome.NOT_RUN_CANCELLED: TrackedOutcome.CANCELLED,
-    ToolOutcome.RAN_CANCELLED: TrackedOutcome.CANCELLED,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +263,7 @@ class ToolRunner:
         self.records.append(record)
         if tracker is not None and handle is not None:
             refusal = error if outcome is ToolOutcome.REFUSED else None
-            tracker.end_tool(handle, _TRACKED[outcome], refusal)
+            tracker.end_tool(handle, outcome, refusal)
         return _tool_run(record, call.tool, result, self._failed_line, self._pack.notes)
 
 

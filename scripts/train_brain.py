@@ -43,13 +43,13 @@ from voice_agent.brain.augment import StrayWords
 from voice_agent.brain.dialogues import Example as Step
 from voice_agent.brain.dialogues import misfit
 from voice_agent.brain.heard import HeardLines
-from voice_agent.brain.hint_bank import write_bank
+from voice_agent.brain.hint_bank import build_bank
 from voice_agent.brain.independent import CaseError, read_cases
 from voice_agent.brain.independent_examples import first_line_examples
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scenarios import generate as dialogues
 from voice_agent.dialogue.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError, last_caller
-from voice_agent.dialogue.hints import HINTS_VERSION, CallerHints
+from voice_agent.dialogue.hints import HINTS_VERSION, CallerHints, bank_path, read_bank
 
 TRAIN_SEED, EVAL_SEED = 1, 2
 WINDOW = 256
@@ -238,7 +238,10 @@ def main() -> None:
             p.error(f"--callers: {exc}")
     steps = with_strays(steps, args.stray, args.seed) + heard + natural * args.callers_copies
     if args.hints:
-        print(f"caller-hint bank: {write_bank(HINTS_VERSION)}")  # in step with the data
+        bank = bank_path(HINTS_VERSION)
+        if read_bank(bank) != build_bank(HINTS_VERSION):  # the bank a live agent will read
+            p.error(f"--hints: {bank} is out of step with the training lines; write it again "
+                    "with python -m voice_agent.brain.hint_bank")  # fmt: skip
         steps = with_hints(steps, args.hint_own, args.seed)
     texts = [_text(s) for s in steps]
     data_hash = hashlib.sha256("\n".join(texts).encode()).hexdigest()

@@ -204,7 +204,7 @@ def hear(said: str, voice: str, model: Any, config: Any) -> str:
     return decode(model, audio, config).text
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -222,7 +222,7 @@ def main() -> None:
                    "(scripts/eval_callers.py; default all, 0 none)")  # fmt: skip
     p.add_argument("--voices", default=",".join(VOICES),
                    help="comma-separated ENGINE:VOICE, engines piper, flite, espeak")  # fmt: skip
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.dialogues < 1 or args.speech_examples < 0:
         p.error("--dialogues must be positive and --speech-examples not negative")
     voices = tuple(v.strip() for v in args.voices.split(",") if v.strip())

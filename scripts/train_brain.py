@@ -140,7 +140,7 @@ def held_out(ck: Checkpoint, steps: list[Step], prompt_tokens: int) -> dict[str,
     return run(ck, steps, prompt_tokens)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -191,7 +191,7 @@ def main() -> None:
     p.add_argument("--eval-examples", type=int, default=300)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.dialogues < 1 or args.minutes <= 0 or args.prompt_tokens < 16:
         p.error("--dialogues, --minutes and --prompt-tokens (>= 16) must be positive")
     if not 0.0 <= args.hint_own <= 1.0 or (args.hint_own and not args.hints):

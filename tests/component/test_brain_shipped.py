@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +22,7 @@ from engine.constraints import CallGrammar
 from engine.generate import Request, generate
 from engine.model import DiffusionLM
 from engine.schedule import Schedule
+from scripts import eval_brain, train_brain
 from tools.bike_shop.db import ShopContext
 from tools.bike_shop.pack import PACK
 from tools.bike_shop.schemas import ARGUMENT_MODELS
@@ -115,7 +117,19 @@ def test_the_brain_books_a_tune_up_and_relays_the_booking(tmp_path: Path) -> Non
     assert row == ("Anna", "10:00", "tune-up")
 
 
-def test_the_evaluation_script_writes_the_figures_others_rely_on(tmp_path: Path) -> None:
+def refused(
+    main: Callable[[list[str]], None], argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> tuple[int | str | None, str]:
+    """A script's `main` run in this process on arguments it must refuse before any work:
+    its exit code (or `sys.exit` message) and what it wrote to stderr."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    return info.value.code, capsys.readouterr().err
+
+
+def test_the_evaluation_script_writes_the_figures_others_rely_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """scripts/eval_brain.py end to end on one held-out call: text, speech through TTS and
     the ASR (the four voices, with each voice's word error rate) and an AR twin (random weights
     here; its figure is not checked, only that it is measured)."""
@@ -162,12 +176,9 @@ def test_the_evaluation_script_writes_the_figures_others_rely_on(tmp_path: Path)
     kept = report["speech"]["by_recognition"]  # every spoken call in exactly one part
     assert set(kept) <= {"all", "blurred", "lost"}
     assert sum(part["calls"] for part in kept.values()) == report["speech"]["calls"]
-    bad = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "eval_brain.py"), "--json", str(out),
-         "--ar", str(tmp_path / "missing")],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert bad.returncode != 0 and "lacks model.safetensors" in bad.stderr
+    code, _ = refused(eval_brain.main, ["--json", str(out), "--ar", str(tmp_path / "missing")],
+                      capsys)  # fmt: skip
+    assert code != 0 and "lacks model.safetensors" in str(code)
     for voices, says in (
         ("flite:nosuch", "flite has no voice 'nosuch'"),
         ("espeak:nosuch", "voice does not exist"),
@@ -177,20 +188,15 @@ def test_the_evaluation_script_writes_the_figures_others_rely_on(tmp_path: Path)
         ("espeak", "names no voice"),
         (",", "no voice given"),
     ):
-        bad = subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / "eval_brain.py"), "--json", str(out),
-             "--voices", voices], capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
-        assert bad.returncode == 2 and says in bad.stderr, bad.stderr[-500:]
-    bad = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "eval_brain.py"), "--json", str(out),
-         "--asr", "large"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert bad.returncode == 2 and "invalid choice: 'large'" in bad.stderr
+        code, err = refused(eval_brain.main, ["--json", str(out), "--voices", voices], capsys)
+        assert code == 2 and says in err, err[-500:]
+    code, err = refused(eval_brain.main, ["--json", str(out), "--asr", "large"], capsys)
+    assert code == 2 and "invalid choice: 'large'" in err
 
 
-def test_training_continues_the_shipped_brain(tmp_path: Path) -> None:
+def test_training_continues_the_shipped_brain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """scripts/train_brain.py --init: the shipped float16 weights, their card's step count
     and minutes, a fresh optimizer; two more steps, then a card that says what it went on
     from, with the data's seed and its share of stray words. A wrong --init, --stray or
@@ -224,6 +230,5 @@ def test_training_continues_the_shipped_brain(tmp_path: Path) -> None:
         (["--hint-own", "0.5"], "--hint-own is a share between 0 and 1 of --hints examples"),
         (["--hints", "--hint-own", "2"], "--hint-own is a share"),
     ):
-        bad = subprocess.run([sys.executable, script, "--out", str(tmp_path / "bad"), *argv],
-                             capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
-        assert bad.returncode == 2 and says in bad.stderr, bad.stderr[-500:]
+        code, err = refused(train_brain.main, ["--out", str(tmp_path / "bad"), *argv], capsys)
+        assert code == 2 and says in err, err[-500:]

@@ -200,6 +200,9 @@ class HearingSettings(_Section):
     initial_prompt: str | None = Field(None, description="vocabulary hint, e.g. shop name")
     hotwords: str | None = Field(None, description="product names to favour")
     max_pending: int = Field(4, ge=1, description="decodes queued on the shared worker")
+    max_batch: int = Field(
+        4, ge=1, description="waiting decodes of one kind and window run as one batch (1: off)"
+    )
     cache_dir: Path | None = Field(None, description="where Whisper base's halves are joined")
     max_turn_s: float = Field(
         30.0,

@@ -14,7 +14,14 @@ import pytest
 
 from voice_agent.audio import pcm16_to_float32, pcm16_to_ulaw, resample, ulaw_to_pcm16
 from voice_agent.events import Pcm16
-from voice_agent.hearing.asr import AsrConfig, AsrWorker, decode, load_whisper
+from voice_agent.hearing.asr import (
+    AsrConfig,
+    AsrWorker,
+    Decoded,
+    decode,
+    decode_batch,
+    load_whisper,
+)
 from voice_agent.hearing.endpoint import SmartTurnModel, TurnModelWorker
 from voice_agent.hearing.events import BargeIn, FinalTranscript, SpeechEnded, SpeechStarted
 from voice_agent.hearing.listener import Listener
@@ -156,6 +163,22 @@ def test_a_prompt_with_the_shops_vocabulary_fixes_a_product_name() -> None:
     hinted = AsrConfig(initial_prompt="Velo bike shop. Zephyr Tourer, Kestrel Cycles.")
     assert {"zephyr", "tourer"} <= set(words(decode(model, audio, hinted).text))
     assert {"zephyr", "tourer"} <= set(words(decode(model, audio, hinted, partial=True).text))
+
+
+@pytest.mark.parametrize("window_s", [10.0, 30.0])
+def test_a_batch_of_calls_reads_what_each_reads_alone(window_s: float) -> None:
+    """Several calls' buffers in one encoder pass and one batched decode (the worker's
+    batches): the same words as each decoded alone in the same window (one pass, as
+    partials are); an empty one costs nothing."""
+    config = AsrConfig(partial_context_s=window_s)
+    model = load_whisper(config)
+    audios = [pcm16_to_float32(resample(*fixture(name), 16000))
+              for name in ("appointment_piper_8k", "zephyr_piper_8k")]  # fmt: skip
+    alone = [decode(model, a, config, partial=True).text for a in audios]
+    together = decode_batch(model, [*audios, np.zeros(0, np.float32)], config, window_s)
+    assert [words(d.text) for d in together[:2]] == [words(t) for t in alone]
+    assert together[2] == Decoded("", 0.0) and together[0].compute_ms > 0
+    assert {"appointment", "friday"} <= set(words(together[0].text))
 
 
 def test_empty_audio_decodes_to_nothing() -> None:

@@ -109,6 +109,49 @@ async def test_waiting_finals_run_before_waiting_partials_and_given_up_ones_are_
         await worker.transcribe(np.zeros(1, np.float32))
 
 
+class BatchRecorder:
+    """A batch decoder that records the batches it got (sizes of their audio)."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[list[int], float]] = []
+
+    def __call__(
+        self, model: Any, audios: list[np.ndarray], config: AsrConfig, window_s: float
+    ) -> list[Decoded]:
+        self.batches.append(([len(a) for a in audios], window_s))
+        return [Decoded(f"batched-{len(a)}", 0.0) for a in audios]
+
+
+async def test_decodes_that_wait_together_run_as_batches_of_one_kind_and_window() -> None:
+    decoder, batch = GatedDecoder(), BatchRecorder()
+    config = AsrConfig(max_pending=10, max_batch=3, final_context_s=20.0)
+    worker = AsrWorker(config, model=object(), decoder=decoder, batch_decoder=batch)
+    second = 16000
+    busy = asyncio.ensure_future(worker.transcribe(np.zeros(1, np.float32)))
+    await asyncio.sleep(0.05)  # the first decode holds the worker; the rest wait together
+    waiting = [
+        worker.transcribe(np.zeros(2 * second, np.float32), partial=True),
+        worker.transcribe(np.zeros(3 * second, np.float32)),
+        worker.transcribe(np.zeros(25 * second, np.float32)),  # a long turn: the 30 s window
+        worker.transcribe(np.zeros(4 * second, np.float32)),
+        worker.transcribe(np.zeros(5 * second, np.float32)),
+        worker.transcribe(np.zeros(6 * second, np.float32)),  # over max_batch: the next batch
+    ]
+    tasks = [asyncio.ensure_future(w) for w in waiting]
+    await asyncio.sleep(0.05)
+    decoder.gate.set()
+    results = await asyncio.gather(busy, *tasks)
+    assert results[0] == Decoded("final", 0.0)  # alone: the single decoder
+    # Finals first, three short ones in one batch, then the one left over (alone: the
+    # single decoder), the long turn alone, the partial last.
+    assert batch.batches == [([3 * second, 4 * second, 5 * second], 20.0)]
+    texts = [r.text for r in results[1:] if r is not None]
+    assert texts == ["partial", "batched-48000", "final", "batched-64000", "batched-80000",
+                     "final"]  # fmt: skip
+    assert worker.batches == [1, 3, 1, 1, 1] and worker.pending == 0
+    worker.close()
+
+
 async def test_the_event_loop_keeps_running_while_a_decode_blocks() -> None:
     decoder = GatedDecoder()
     worker = AsrWorker(AsrConfig(), model=object(), decoder=decoder)

@@ -44,6 +44,7 @@ def asr_config(settings: Settings) -> AsrConfig:
         initial_prompt=h.initial_prompt,
         hotwords=h.hotwords,
         max_pending=h.max_pending,
+        max_batch=h.max_batch,
         cache_dir=h.cache_dir,
         partial_context_s=h.partial_context_s,
         final_context_s=h.final_context_s,

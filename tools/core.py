@@ -176,7 +176,8 @@ class ToolPack(Generic[C]):
 
 def load_pack(spec: str) -> ToolPack[Any]:
     """The pack `[tools] pack` names (see the module docstring). Raises ValueError with
-    what was tried when there is none."""
+    what was tried when there is none, or with the pack's own import error when its
+    module is there but fails to import."""
     module_name, _, attribute = spec.partition(":")
     attribute = attribute or "PACK"
     candidates = (
@@ -189,10 +190,12 @@ def load_pack(spec: str) -> ToolPack[Any]:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name is None or not name.startswith(exc.name):
-                raise  # the pack's own imports are broken: show that, not "no such pack"
+            if exc.name is None or not name.startswith(exc.name):  # not the pack: its import
+                raise ValueError(f"tool pack {spec!r} fails to import: {exc}") from exc
             errors.append(f"no module {name}")
             continue
+        except Exception as exc:  # the pack's module raised while importing
+            raise ValueError(f"tool pack {spec!r} fails to import: {exc!r}") from exc
         pack = getattr(module, attribute, None)
         if isinstance(pack, ToolPack):
             return pack

@@ -21,6 +21,7 @@ import pytest
 from engine.constraints import CallGrammar
 from engine.readback import SayTemplate
 from engine.tokenizer import TextTokenizer
+from tests.fakes import settings
 from tests.packs import restaurant
 from tests.packs.restaurant import Guest, RestaurantState
 from tests.unit.test_agent import TOKENIZER, ScriptedEngine, say
@@ -28,6 +29,7 @@ from tools.bike_shop.pack import PACK as BIKE_SHOP
 from tools.core import ToolPack, ToolSpec, load_pack
 from voice_agent.agent import Agent, AgentConfig, ReplyKind, ToolOutcome, pack_grammar
 from voice_agent.dialogue.format import ToolResultTurn
+from voice_agent.pipeline import Pipeline
 
 RESTAURANT = restaurant.PACK
 FRIDAY_NOON = datetime(2025, 6, 6, 12, 0)
@@ -69,6 +71,30 @@ def test_an_unknown_pack_is_a_clear_error(spec: str, says: str) -> None:
     with pytest.raises(ValueError, match="no tool pack") as info:
         load_pack(spec)
     assert says in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        ("import mypackz_not_installed\n", "No module named 'mypackz_not_installed'"),
+        ("raise RuntimeError('no database driver')\n", "no database driver"),
+    ],
+)
+def test_a_pack_whose_module_fails_to_import_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, says: str
+) -> None:
+    (tmp_path / "broken_pack.py").write_text(source, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match="tool pack 'broken_pack' fails to import") as info:
+        load_pack("broken_pack")
+    assert says in str(info.value)
+
+
+async def test_the_pipeline_names_an_unknown_pack_before_loading_anything() -> None:
+    pipeline = Pipeline(settings(tools={"pack": "dentist"}))
+    with pytest.raises(ValueError, match="no tool pack 'dentist'"):
+        await pipeline.start()
+    await pipeline.close()
 
 
 def test_a_pack_that_names_tools_it_lacks_is_refused() -> None:

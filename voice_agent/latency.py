@@ -204,11 +204,18 @@ class TurnTracker:
         self._preempted = preempted
 
     def engine_result(
-        self, forwards: int, emitted_tokens: int, decided_tokens: int, deadline_forced: bool
+        self,
+        forwards: int,
+        emitted_tokens: int,
+        decided_tokens: int,
+        deadline_forced: bool,
+        latency_ms: float = 0.0,
+        min_confidence: float = 1.0,
     ) -> None:
         """Add one finished engine request's figures to the turn's (`TurnRecord.engine`)."""
         engine = self._engine or EngineRecord()
-        self._engine = engine.add(forwards, emitted_tokens, decided_tokens, deadline_forced)
+        self._engine = engine.add(forwards, emitted_tokens, decided_tokens, deadline_forced,
+                                  latency_ms, min_confidence)  # fmt: skip
 
     # ------------------------------------------------------------ degrades
 

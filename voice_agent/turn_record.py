@@ -39,7 +39,8 @@ and `refusal`, 4 `answer_audio_sent_at_ms`, 5 `heard_text` and `said_text` (all 
 older lines read as the current version with them None); 6 gives tool calls the agent's
 outcomes (`ToolOutcome`: `refused`, `failed`, `ran_cancelled`, ...; an older line's
 `error` reads as `failed`, `cancelled` as `ran_cancelled`, and `ok` with a refusal as
-`refused`)."""
+`refused`) and the engine figures their latency and lowest confidence (the agent's own
+figures: one vocabulary)."""
 READABLE_VERSIONS = frozenset({1, 2, 3, 4, 5, SCHEMA_VERSION})
 OLD_OUTCOMES = {"error": "failed", "cancelled": "ran_cancelled"}
 """Tool-call outcomes of lines before version 6, as they read now."""
@@ -221,6 +222,10 @@ class EngineRecord:
     """Tokens the model itself committed (scaffold and post-EOS fill excluded)."""
     deadline_forced: bool = False
     """Some request committed its remaining masks early to meet its deadline."""
+    latency_ms: float = 0.0
+    """(6) The requests' latencies (submit to result) summed; 0 in older lines."""
+    min_confidence: float = 1.0
+    """(6) The lowest confidence the model committed in any request (1 in older lines)."""
 
     @property
     def tokens_per_forward(self) -> float | None:
@@ -233,7 +238,13 @@ class EngineRecord:
         return self.emitted_tokens / self.forwards if self.forwards else None
 
     def add(
-        self, forwards: int, emitted_tokens: int, decided_tokens: int, deadline_forced: bool
+        self,
+        forwards: int,
+        emitted_tokens: int,
+        decided_tokens: int,
+        deadline_forced: bool,
+        latency_ms: float = 0.0,
+        min_confidence: float = 1.0,
     ) -> EngineRecord:
         """These figures plus one more request's."""
         return EngineRecord(
@@ -242,6 +253,8 @@ class EngineRecord:
             self.emitted_tokens + emitted_tokens,
             self.decided_tokens + decided_tokens,
             self.deadline_forced or deadline_forced,
+            self.latency_ms + latency_ms,
+            min(self.min_confidence, min_confidence),
         )
 
 

@@ -230,6 +230,8 @@ async def test_a_final_transcript_is_answered_in_speech_and_recorded(
     assert record.turn == 1
     assert record.concurrent_calls == 1
     assert record.engine is not None and record.engine.requests == 1
+    assert record.engine == turn.reply.engine  # one vocabulary: the reply's figures recorded
+    assert record.engine.latency_ms > 0 and record.engine.min_confidence == 1.0
     for mark in (Mark.END_OF_TURN, Mark.FINAL_TRANSCRIPT, Mark.ENGINE_START, Mark.ENGINE_DONE,
                  Mark.TTS_START, Mark.FIRST_TTS_AUDIO, Mark.FIRST_AUDIO_SENT):  # fmt: skip
         assert record.at_ms(mark) is not None, mark

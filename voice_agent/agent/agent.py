@@ -52,7 +52,7 @@ from voice_agent.agent.reply import (
     AgentDegrade,
     AgentReply,
     DegradeKind,
-    EngineFigures,
+    EngineRecord,
     ReplyKind,
     ToolOutcome,
 )
@@ -154,7 +154,7 @@ class _Turn:
 
     number: int
     streamer: SayStreamer
-    figures: EngineFigures = field(default_factory=EngineFigures)
+    figures: EngineRecord = field(default_factory=EngineRecord)
     degrades: tuple[AgentDegrade, ...] = ()
     last_run: ToolRun | None = None
     draft: Draft | None = None
@@ -165,6 +165,15 @@ class _Turn:
 
     def degrade(self, kind: DegradeKind, detail: str = "") -> None:
         self.degrades += (AgentDegrade(kind, detail),)
+
+
+def _count(turn: _Turn, g: Generation, tracker: TurnTracker | None) -> None:
+    """One engine request's figures, into the turn's reply and its turn record alike."""
+    figures = (g.forwards, len(g.token_ids), g.decided_tokens, g.deadline_forced,
+               g.latency_s * 1000.0, g.min_confidence)  # fmt: skip
+    turn.figures = turn.figures.add(*figures)
+    if tracker is not None:
+        tracker.engine_result(*figures)
 
 
 class Agent:
@@ -370,10 +379,7 @@ class Agent:
             tracker.mark(Mark.ENGINE_DONE)
         if result is None:
             raise RuntimeError("the engine ended a request without its result")
-        if tracker is not None:
-            tracker.engine_result(result.forwards, len(result.token_ids), result.decided_tokens,
-                                  result.deadline_forced)  # fmt: skip
-        turn.figures = turn.figures.add(result)
+        _count(turn, result, tracker)
         return result
 
     def _stall_s(self, request: Request) -> float | None:
@@ -419,10 +425,8 @@ class Agent:
             tracker.note_preempted()
             for mark in (Mark.ENGINE_START, Mark.ENGINE_FIRST_BLOCK, Mark.ENGINE_DONE):
                 tracker.mark(mark)
-            tracker.engine_result(result.forwards, len(result.token_ids), result.decided_tokens,
-                                  result.deadline_forced)  # fmt: skip
         turn.streamer.feed(result.token_ids, result.min_confidence)
-        turn.figures = turn.figures.add(result)
+        _count(turn, result, tracker)
         return result
 
     def _request(

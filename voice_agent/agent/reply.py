@@ -8,10 +8,10 @@ on the model's own answer and why (a fixed phrase instead of a guess).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
-from engine.generate import Generation
+from voice_agent.turn_record import EngineRecord as EngineRecord
 from voice_agent.turn_record import ToolOutcome as ToolOutcome
 
 
@@ -42,35 +42,6 @@ class ToolCallRecord:
     """From submitting the call to its outcome (0 when it did not run)."""
     error: str = ""
     """The refusal kind, or the exception's type and message."""
-
-
-@dataclass(frozen=True, slots=True)
-class EngineFigures:
-    """The turn's engine requests together."""
-
-    requests: int = 0
-    forwards: int = 0
-    decided_tokens: int = 0
-    latency_ms: float = 0.0
-    """Sum of the requests' latencies (submit to result)."""
-    deadline_forced: bool = False
-    """Any request had to commit early to meet its deadline."""
-    min_confidence: float = 1.0
-
-    @property
-    def tokens_per_forward(self) -> float:
-        """Model-decided tokens per forward (scaffold tokens excluded)."""
-        return self.decided_tokens / max(1, self.forwards)
-
-    def add(self, g: Generation) -> EngineFigures:
-        return EngineFigures(
-            self.requests + 1,
-            self.forwards + g.forwards,
-            self.decided_tokens + g.decided_tokens,
-            self.latency_ms + g.latency_s * 1000.0,
-            self.deadline_forced or g.deadline_forced,
-            min(self.min_confidence, g.min_confidence),
-        )
 
 
 class DegradeKind(Enum):
@@ -106,7 +77,8 @@ class AgentReply:
     kind: ReplyKind
     turn: int
     tool_calls: tuple[ToolCallRecord, ...] = ()
-    engine: EngineFigures = EngineFigures()
+    engine: EngineRecord = field(default_factory=EngineRecord)
+    """The turn's engine requests together: the figures its turn record carries."""
     degrades: tuple[AgentDegrade, ...] = ()
     reasoning: str | None = None
     """The model's `<think>` text of the final answer (never spoken)."""

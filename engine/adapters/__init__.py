@@ -30,16 +30,67 @@ them yet (each loop already commits through a banned-token mask, where it would 
 Mask and EOS ids named in a checkpoint's configs take precedence over these defaults.
 """
 
-from engine.adapters.base import Adapter, AdapterError, Supports, TextCodec
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from engine.adapters.base import Adapter, AdapterError, Supports, TextCodec, checkpoint_dir
 from engine.adapters.diffusion_gemma import load_diffusion_gemma
 from engine.adapters.masked import load_dream, load_llada
 from engine.adapters.sdar import load_sdar
 
+FAMILIES: dict[str, Callable[..., Adapter]] = {
+    "diffusiongemma": load_diffusion_gemma,
+    "llada": load_llada,
+    "dream": load_dream,
+    "sdar": load_sdar,
+}
+"""A family's name as it appears in a checkpoint's `model_type` or `architectures`
+(lower case, underscores dropped), and its loader."""
+
+
+def family_of(path: str | Path) -> str:
+    """The adapter family of a local checkpoint, from its own `config.json` (`model_type`,
+    then `architectures`). Raises AdapterError naming what the config says when no
+    family matches."""
+    directory = checkpoint_dir(path)
+    try:
+        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise AdapterError(f"{directory}/config.json cannot be read: {exc}") from None
+    if not isinstance(config, dict):
+        raise AdapterError(f"{directory}/config.json is not a JSON object")
+    architectures = config.get("architectures")
+    names = [config.get("model_type"), *(architectures if isinstance(architectures, list) else [])]
+    for name in names:
+        key = str(name).lower().replace("_", "")
+        for family in FAMILIES:
+            if family in key:
+                return family
+    raise AdapterError(
+        f"{directory}: model_type {config.get('model_type')!r}, architectures "
+        f"{architectures!r} name no adapter family ({', '.join(FAMILIES)})"
+    )
+
+
+def load_adapter(
+    path: str | Path, *, device: str = "cpu", dtype: torch.dtype | None = None
+) -> Adapter:
+    """The adapter for a local checkpoint, picked from its own config (`family_of`), its
+    model on `device` in `dtype` (float32 when None; bfloat16 suits a GPU)."""
+    return FAMILIES[family_of(path)](path, dtype=dtype, device=device)
+
+
 __all__ = [
+    "FAMILIES",
     "Adapter",
     "AdapterError",
     "Supports",
     "TextCodec",
+    "family_of",
+    "load_adapter",
     "load_diffusion_gemma",
     "load_dream",
     "load_llada",

@@ -114,9 +114,10 @@ class DiffusionGemmaAdapter:
 
 
 def load_diffusion_gemma(
-    path: str | Path, dtype: torch.dtype | None = None, seed: int = 0
+    path: str | Path, dtype: torch.dtype | None = None, seed: int = 0, device: str = "cpu"
 ) -> DiffusionGemmaAdapter:
-    """DiffusionGemma from a local directory; raises AdapterError if transformers lacks it."""
+    """DiffusionGemma from a local directory, on `device`; raises AdapterError if
+    transformers lacks it."""
     directory = checkpoint_dir(path)
     tf = transformers()
     cls = getattr(tf, MODEL_CLASS, None)
@@ -131,7 +132,7 @@ def load_diffusion_gemma(
     return DiffusionGemmaAdapter(
         "diffusion_gemma",
         load_tokenizer(directory, False),
-        model.eval(),
+        model.to(device).eval(),
         eos_ids,
         _never(text, eos_ids),
         seed,

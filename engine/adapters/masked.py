@@ -77,10 +77,14 @@ class CanvasAdapter:
 
 
 def load_llada(
-    path: str | Path, block_length: int = DEFAULT_BLOCK_LENGTH, dtype: torch.dtype | None = None
+    path: str | Path,
+    block_length: int = DEFAULT_BLOCK_LENGTH,
+    dtype: torch.dtype | None = None,
+    device: str = "cpu",
 ) -> CanvasAdapter:
-    """LLaDA from a local directory (config, weights, modelling code, tokenizer)."""
-    directory, model = _load(path, "AutoModel", dtype)
+    """LLaDA from a local directory (config, weights, modelling code, tokenizer), on
+    `device`."""
+    directory, model = _load(path, "AutoModel", dtype, device)
     eos_ids = eos_ids_from(directory, model.config, LLADA_EOS_IDS)
     rules = CanvasRules(
         mask_id=_config_id(model.config, "mask_token_id", LLADA_MASK_ID),
@@ -97,10 +101,13 @@ def load_llada(
 
 
 def load_dream(
-    path: str | Path, block_length: int = DEFAULT_BLOCK_LENGTH, dtype: torch.dtype | None = None
+    path: str | Path,
+    block_length: int = DEFAULT_BLOCK_LENGTH,
+    dtype: torch.dtype | None = None,
+    device: str = "cpu",
 ) -> CanvasAdapter:
-    """Dream from a local directory; its logits are shifted by one position."""
-    directory, model = _load(path, "AutoModel", dtype)
+    """Dream from a local directory, on `device`; its logits are shifted by one position."""
+    directory, model = _load(path, "AutoModel", dtype, device)
     eos_ids = eos_ids_from(directory, model.config, DREAM_EOS_IDS)
     rules = CanvasRules(
         mask_id=_config_id(model.config, "mask_token_id", DREAM_MASK_ID),
@@ -118,13 +125,15 @@ def load_dream(
     return CanvasAdapter("dream", load_tokenizer(directory, True), rules, forward)
 
 
-def _load(path: str | Path, auto_class: str, dtype: torch.dtype | None) -> tuple[Path, Any]:
+def _load(
+    path: str | Path, auto_class: str, dtype: torch.dtype | None, device: str
+) -> tuple[Path, Any]:
     directory = checkpoint_dir(path)
     cls = getattr(transformers(), auto_class)
     model = cls.from_pretrained(
         directory, trust_remote_code=True, local_files_only=True, dtype=dtype or torch.float32
     )
-    return directory, model.eval()
+    return directory, model.to(device).eval()
 
 
 def _config_id(config: Any, name: str, default: int) -> int:

@@ -123,9 +123,13 @@ class SDARAdapter:
 
 
 def load_sdar(
-    path: str | Path, block_length: int = SDAR_BLOCK_LENGTH, dtype: torch.dtype | None = None
+    path: str | Path,
+    block_length: int = SDAR_BLOCK_LENGTH,
+    dtype: torch.dtype | None = None,
+    device: str = "cpu",
 ) -> SDARAdapter:
-    """SDAR from a local directory (config, weights, modelling code, tokenizer)."""
+    """SDAR from a local directory (config, weights, modelling code, tokenizer), on
+    `device`."""
     directory = checkpoint_dir(path)
     model = transformers().AutoModelForCausalLM.from_pretrained(
         directory, trust_remote_code=True, local_files_only=True, dtype=dtype or torch.float32
@@ -137,7 +141,7 @@ def load_sdar(
     return SDARAdapter(
         name="sdar",
         tokenizer=load_tokenizer(directory, True),
-        model=model.eval(),
+        model=model.to(device).eval(),
         mask_id=int(mask) if isinstance(mask, int) else SDAR_MASK_ID,
         eos_ids=eos_ids,
         never=frozenset({pad} - eos_ids) if isinstance(pad, int) else frozenset(),

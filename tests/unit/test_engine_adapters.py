@@ -3,6 +3,7 @@ native DiffusionGemma. Nothing is downloaded."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,8 @@ import torch
 from engine.adapters import (
     Adapter,
     AdapterError,
+    family_of,
+    load_adapter,
     load_diffusion_gemma,
     load_dream,
     load_llada,
@@ -246,3 +249,35 @@ def test_diffusion_gemma_deadline_stops_after_one_forced_canvas(tiny_gemma: Path
     assert gen.deadline_forced and gen.forwards == 1
     assert gen.finish_reason in (FinishReason.DEADLINE, FinishReason.EOS)
     assert 0 < len(gen.token_ids) <= 8
+
+
+@pytest.mark.parametrize(
+    ("architecture", "family", "loader"),
+    [("LLaDAModelLM", "llada", load_llada), ("DreamModel", "dream", load_dream),
+     ("SDARForCausalLM", "sdar", load_sdar)],
+)  # fmt: skip
+def test_the_adapter_is_picked_from_the_checkpoints_own_config(
+    tmp_path: Path, architecture: str, family: str, loader: Loader
+) -> None:
+    directory = remote_code_checkpoint(tmp_path / family, eos_position=17)
+    config = json.loads((directory / "config.json").read_text())
+    config["architectures"] = [architecture]  # as the family's own checkpoints name it
+    (directory / "config.json").write_text(json.dumps(config))
+    assert family_of(directory) == family
+    picked = load_adapter(directory, device="cpu")
+    assert picked.name == family
+    schedule = Schedule(max_new_tokens=8)
+    assert picked.generate(PROMPT, schedule, None, frozen_clock) == loader(directory).generate(
+        PROMPT, schedule, None, frozen_clock
+    )
+
+
+def test_a_checkpoint_of_no_known_family_is_named_as_such(
+    tmp_path: Path, eos_at_17: Path, tiny_gemma: Path
+) -> None:
+    assert family_of(tiny_gemma) == "diffusiongemma"
+    with pytest.raises(AdapterError, match=r"'tiny_dlm'.*name no adapter family"):
+        family_of(eos_at_17)
+    (tmp_path / "config.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(AdapterError, match="cannot be read"):
+        load_adapter(tmp_path)

@@ -80,7 +80,14 @@ def split_files(split: str) -> list[Path]:
 class Runner:
     """One engine for the run; a fresh shop and agent per case."""
 
-    def __init__(self, brain: Checkpoint, workdir: Path, hints: str | None, consent: str) -> None:
+    def __init__(
+        self,
+        brain: Checkpoint,
+        workdir: Path,
+        hints: str | None,
+        consent: str,
+        min_confidence: float = AgentConfig.min_confidence,
+    ) -> None:
         self.brain = brain
         self.hints = for_card(brain.card.prompt_hints if hints is None else hints)
         self.consent = {
@@ -89,7 +96,9 @@ class Runner:
             "lookups": {**CONSENT, **LOOKUP_CONSENT},
             "none": None,
         }[consent]
-        self.config = AgentConfig(max_prompt_tokens=prompt_budget(brain.card))
+        self.config = AgentConfig(
+            max_prompt_tokens=prompt_budget(brain.card), min_confidence=min_confidence
+        )
         self.workdir = workdir
         self.engine = Engine(brain.model, brain.tokenizer.ids, max_batch=1)
         self.latencies_ms: list[float] = []
@@ -185,13 +194,16 @@ async def evaluate(
     limit: int | None = None,
     hints: str | None = None,
     consent: str = "shipped",
+    min_confidence: float = AgentConfig.min_confidence,
 ) -> dict[str, Any]:
     """Figures of `brain` on `cases` (at most `limit` of each kind). `hints`: the
     caller-hint scheme (None: the card's); `consent`: the agent's consent rule as the
-    pipeline has it (`shipped`), on irreversible tools only, with lookups too, or `none`."""
+    pipeline has it (`shipped`), on irreversible tools only, with lookups too, or `none`;
+    `min_confidence`: the agent's bar under which it asks the caller again (0: it never
+    does, to compare what two models decide)."""
     lines, calls = cases.lines[:limit], cases.calls[:limit]
     with tempfile.TemporaryDirectory() as tmp:
-        runner = Runner(brain, Path(tmp), hints, consent)
+        runner = Runner(brain, Path(tmp), hints, consent, min_confidence)
         runner.engine.start()
         try:
             line_verdicts = [(c, score_line(c, await runner.line(c))) for c in lines]
@@ -254,14 +266,25 @@ def main(argv: list[str] | None = None) -> int:
         default="shipped",
         help="the agent's consent rule (tools.bike_shop.pack)",
     )
+    p.add_argument(
+        "--min-confidence",
+        type=float,
+        default=AgentConfig.min_confidence,
+        help="the agent's bar for asking again (0: trust every answer, to compare models)",
+    )
     args = p.parse_args(argv)
+    if not 0.0 <= args.min_confidence <= 1.0:
+        p.error(f"--min-confidence is between 0 and 1, not {args.min_confidence}")
     if args.threads:
         torch.set_num_threads(args.threads)
     cases = read_cases(args.files or split_files(args.split))
     brain = load(args.dlm)
     started = time.monotonic()
-    figures = asyncio.run(evaluate(brain, cases, args.limit, args.hints, args.consent))
+    figures = asyncio.run(
+        evaluate(brain, cases, args.limit, args.hints, args.consent, args.min_confidence)
+    )
     figures["hints"] = args.hints or brain.card.prompt_hints
+    figures["min_confidence"] = args.min_confidence
     figures["consent"] = args.consent
     figures["split"] = args.split if not args.files else [str(f) for f in args.files]
     figures["brain"] = str(args.dlm)

@@ -77,6 +77,10 @@ def split_files(split: str) -> list[Path]:
     return files
 
 
+SHIPPED_MIN_CONFIDENCE = AgentConfig().min_confidence
+"""The agent's own bar for asking the caller again (an instance's: the dataclass has slots)."""
+
+
 class Runner:
     """One engine for the run; a fresh shop and agent per case."""
 
@@ -86,7 +90,7 @@ class Runner:
         workdir: Path,
         hints: str | None,
         consent: str,
-        min_confidence: float = AgentConfig.min_confidence,
+        min_confidence: float = SHIPPED_MIN_CONFIDENCE,
     ) -> None:
         self.brain = brain
         self.hints = for_card(brain.card.prompt_hints if hints is None else hints)
@@ -194,7 +198,7 @@ async def evaluate(
     limit: int | None = None,
     hints: str | None = None,
     consent: str = "shipped",
-    min_confidence: float = AgentConfig.min_confidence,
+    min_confidence: float = SHIPPED_MIN_CONFIDENCE,
 ) -> dict[str, Any]:
     """Figures of `brain` on `cases` (at most `limit` of each kind). `hints`: the
     caller-hint scheme (None: the card's); `consent`: the agent's consent rule as the
@@ -269,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--min-confidence",
         type=float,
-        default=AgentConfig.min_confidence,
+        default=SHIPPED_MIN_CONFIDENCE,
         help="the agent's bar for asking again (0: trust every answer, to compare models)",
     )
     args = p.parse_args(argv)

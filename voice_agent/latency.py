@@ -203,19 +203,10 @@ class TurnTracker:
         """Whether the first answer came from a draft decoded at the caller's pause."""
         self._preempted = preempted
 
-    def engine_result(
-        self,
-        forwards: int,
-        emitted_tokens: int,
-        decided_tokens: int,
-        deadline_forced: bool,
-        latency_ms: float = 0.0,
-        min_confidence: float = 1.0,
-    ) -> None:
-        """Add one finished engine request's figures to the turn's (`TurnRecord.engine`)."""
-        engine = self._engine or EngineRecord()
-        self._engine = engine.add(forwards, emitted_tokens, decided_tokens, deadline_forced,
-                                  latency_ms, min_confidence)  # fmt: skip
+    def engine_figures(self, figures: EngineRecord) -> None:
+        """The turn's engine requests so far, as the agent counted them: what
+        `TurnRecord.engine` holds."""
+        self._engine = figures
 
     # ------------------------------------------------------------ degrades
 

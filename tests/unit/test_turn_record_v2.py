@@ -23,8 +23,10 @@ def test_engine_figures_add_up_per_request() -> None:
     clock = FakeClock(10.0)
     t = TurnTracker(clock, Budgets.default(), call_id="CA9", turn=2, concurrent_calls=3)
     assert t.record().engine is None
-    t.engine_result(forwards=6, emitted_tokens=20, decided_tokens=12, deadline_forced=False)
-    t.engine_result(forwards=4, emitted_tokens=10, decided_tokens=8, deadline_forced=True)
+    figures = EngineRecord().add(forwards=6, emitted_tokens=20, decided_tokens=12,
+                                 deadline_forced=False)  # fmt: skip
+    t.engine_figures(figures.add(forwards=4, emitted_tokens=10, decided_tokens=8,
+                                 deadline_forced=True))  # fmt: skip
     record = t.record()
     assert record.engine == EngineRecord(2, 10, 30, 20, True)
     assert record.engine.tokens_per_forward == 2.0

@@ -168,12 +168,12 @@ class _Turn:
 
 
 def _count(turn: _Turn, g: Generation, tracker: TurnTracker | None) -> None:
-    """One engine request's figures, into the turn's reply and its turn record alike."""
-    figures = (g.forwards, len(g.token_ids), g.decided_tokens, g.deadline_forced,
-               g.latency_s * 1000.0, g.min_confidence)  # fmt: skip
-    turn.figures = turn.figures.add(*figures)
+    """One engine request's figures, into the turn's reply; its turn record holds the same."""
+    turn.figures = turn.figures.add(g.forwards, len(g.token_ids), g.decided_tokens,
+                                    g.deadline_forced, g.latency_s * 1000.0,
+                                    g.min_confidence)  # fmt: skip
     if tracker is not None:
-        tracker.engine_result(*figures)
+        tracker.engine_figures(turn.figures)
 
 
 class Agent:

@@ -99,8 +99,9 @@ def new_state(request: Request, block_size: int, ids: SpecialIds) -> DecodeState
     rules: list[StepRule] = [TurnFormat(ids, request.schedule.effort)]
     grammar, grounder = request.grammar, request.grounder
     if grammar is not None:
-        prompt = grammar.tok.decode(request.prompt_ids) if grounder is not None else ""
-        grounding = grounder(grammar, prompt) if grounder is not None else None
+        grounding = None
+        if grounder is not None:
+            grounding = grounder(grammar, grammar.tok.decode(request.prompt_ids))
         rules.append(CallPlan(grammar, answer_capacity(request, block_size), grounding))
     canvas = torch.full((block_size,), ids.mask)
     return DecodeState(request, canvas, list(request.prompt_ids), rules=rules)

@@ -1,6 +1,7 @@
 """One engine per process: requests from many calls share forward passes.
 
-A worker thread owns the model and a pool of KV-cache rows. Between denoising steps it
+A worker thread owns the model's backend (engine/backend.py): the shipped model with a
+pool of KV-cache rows, or an open dLLM's adapter. Between denoising steps it
 admits waiting requests (up to `max_batch`) and retires finished or cancelled ones, so
 requests join and leave the batch at step boundaries (step-level batching). The asyncio
 side never blocks: results and committed blocks travel back with
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from engine.backend import BlockBackend, NativeBackend
 from engine.generate import (
     CommittedBlock,
     DecodeState,
@@ -30,7 +32,7 @@ from engine.generate import (
     decode_step,
     new_state,
 )
-from engine.model import DiffusionLM, KVCache
+from engine.model import DiffusionLM
 from engine.pacing import StepTimer
 from engine.tokenizer import SpecialIds
 
@@ -61,19 +63,23 @@ class Engine:
 
     def __init__(
         self,
-        model: DiffusionLM,
-        ids: SpecialIds,
+        model: DiffusionLM | BlockBackend,
+        ids: SpecialIds | None = None,
         *,
         max_batch: int = 32,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.model = model.eval()
-        self.ids = ids
-        self.max_batch = max_batch
+        """`model`: the shipped model with its tokenizer's `ids` (a pool of `max_batch`
+        cache rows is made for it), or a backend with its own rows and ids (engine/
+        adapters: `Adapter.backend(rows)`); `max_batch` is then at most its rows."""
+        if isinstance(model, torch.nn.Module):  # the shipped model (or a wrapper of it)
+            if ids is None:
+                raise ValueError("the shipped model needs its tokenizer's special ids")
+            self.backend: BlockBackend = NativeBackend(model.eval(), ids, max_batch)
+        else:
+            self.backend = model
+        self.max_batch = min(max_batch, self.backend.rows)
         self.clock = clock
-        cfg = model.config
-        param = next(model.parameters())
-        self._pool = KVCache.empty(cfg, max_batch, cfg.max_seq_len, param.device, param.dtype)
         self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._waiting = 0
         self._active: list[_Job] = []
@@ -146,8 +152,9 @@ class Engine:
         if self._closed:
             raise EngineClosed("engine is closed")
         self.start()
-        check_capacity(request, self.model.config.block_size, self.model.config.max_seq_len)
-        job = _Job(new_state(request, self.model.config.block_size, self.ids),
+        backend = self.backend
+        check_capacity(request, backend.block_size, backend.max_seq_len)
+        job = _Job(new_state(request, backend.block_size, backend.ids),
                    asyncio.get_running_loop(), asyncio.Queue(), self.clock())  # fmt: skip
         self._waiting += 1
         self._inbox.put(job)
@@ -200,13 +207,13 @@ class Engine:
             self._waiting -= 1
             if job.cancelled.is_set():
                 continue
-            self._pool.lengths[len(self._active)] = 0
+            self.backend.clear(len(self._active))
             self._active.append(job)
 
     def _step(self) -> None:
         states = [job.state for job in self._active]
         t0 = self.clock()
-        done = decode_step(self.model, self._pool, states, self.ids, t0, self.timer.estimate_s)
+        done = decode_step(self.backend, states, t0, self.timer.estimate_s)
         self.timer.add(self.clock() - t0)
         self.batch_sizes.append(len(states))
         by_state = {id(job.state): job for job in self._active}
@@ -227,11 +234,7 @@ class Engine:
         """Free the job's cache row by moving the last active row into it."""
         slot, last = self._active.index(job), len(self._active) - 1
         if slot != last:
-            pool = self._pool
-            with torch.no_grad():
-                for store in (*pool.keys, *pool.values):
-                    store[slot] = store[last]
-                pool.lengths[slot] = pool.lengths[last]
+            self.backend.move(last, slot)
             self._active[slot] = self._active[last]
         self._active.pop()
 

@@ -1,10 +1,15 @@
-"""The block-diffusion decoding loop, batched over requests, against an exact KV cache.
+"""The block-diffusion decoding loop, batched over requests, on any backend.
 
-Per block: forward the masked block against the cache, take each position's confidence,
-commit every position above the threshold (at least one), repeat until the block is
-full or ends in EOS. The finished block's keys and values are written to the cache in
-the *next* block's first forward (it rides along as "fresh" clean tokens), so writing
-the cache costs no extra forward; the prompt rides along with the first block likewise.
+Per block: forward the masked block after what the request has committed, take each
+position's confidence, commit every position above the threshold (at least one), repeat
+until the block is full or ends. The finished block goes to the backend as "fresh"
+tokens with the *next* block's first forward (engine/backend.py): the shipped model
+writes their cache entries in that same forward, so writing the cache costs no extra
+forward; the prompt rides along with the first block likewise.
+
+The same loop drives the shipped model (`NativeBackend`) and the open dLLM adapters
+(engine/adapters/): the rules (engine/rules.py), deadlines, effort and step-level
+batching (engine/batching.py) work for every one of them.
 """
 
 from __future__ import annotations
@@ -16,14 +21,14 @@ from enum import Enum
 import torch
 from torch import Tensor
 
+from engine.backend import BlockBackend, DecodeIds, NativeBackend
 from engine.constraints import CallGrammar, CallPlan, Grounder
-from engine.masks import PROMPT_BLOCK, block_diffusion_mask, with_self
-from engine.model import DiffusionLM, KVCache
+from engine.model import DiffusionLM
 from engine.pacing import StepTimer
 from engine.rules import StepRule
 from engine.schedule import Schedule, confidence, positions_to_commit, without_adjacent_twins
 from engine.tokenizer import SpecialIds
-from engine.turn_rules import TurnFormat
+from engine.turn_rules import NeverEmpty, TurnFormat
 
 
 class FinishReason(Enum):
@@ -93,12 +98,19 @@ class BlockDone:
     tokens: tuple[int, ...]
 
 
-def new_state(request: Request, block_size: int, ids: SpecialIds) -> DecodeState:
+def new_state(request: Request, block_size: int, ids: DecodeIds | SpecialIds) -> DecodeState:
+    """A request's state before its first step. The turn rules apply when the tokenizer
+    has the turn format's tokens (`DecodeIds.turn`), a call grammar only then."""
     if not request.prompt_ids:
         raise ValueError("empty prompt")
-    rules: list[StepRule] = [TurnFormat(ids, request.schedule.effort)]
+    ids = _decode_ids(ids)
+    rules: list[StepRule] = [NeverEmpty(ids.ends)]
+    if ids.turn is not None:
+        rules.append(TurnFormat(ids.turn, request.schedule.effort))
     grammar, grounder = request.grammar, request.grounder
     if grammar is not None:
+        if ids.turn is None:
+            raise ValueError("a call grammar needs a tokenizer with the turn format's tokens")
         grounding = None
         if grounder is not None:
             grounding = grounder(grammar, grammar.tok.decode(request.prompt_ids))
@@ -125,32 +137,25 @@ def check_capacity(request: Request, block_size: int, max_seq_len: int) -> None:
 
 @torch.inference_mode()
 def decode_step(
-    model: DiffusionLM,
-    cache: KVCache,  # rows 0..n-1 belong to `states`, in order
+    backend: BlockBackend,  # rows 0..n-1 belong to `states`, in order
     states: list[DecodeState],
-    ids: SpecialIds,
     now_s: float,
     step_estimate_s: float,
 ) -> list[BlockDone]:
     """One forward for every state; commits tokens and returns the blocks that finished."""
-    n, bs = len(states), model.config.block_size
-    device = cache.lengths.device
-    tokens, positions, mask, write, past_len = _step_inputs(states, cache.lengths[:n], ids, bs)
-    view = KVCache([k[:n] for k in cache.keys], [v[:n] for v in cache.values], cache.lengths[:n])
-    logits = model(
-        tokens.to(device), positions.to(device), mask.to(device), view, past_len, write.to(device)
-    )
-    logits = logits[:, -bs:].float().cpu()  # (n, block, vocab)
+    n, bs, ids = len(states), backend.block_size, backend.ids
+    canvas = torch.stack([s.canvas for s in states])  # (n, block)
+    logits = backend.forward([s.fresh for s in states], canvas)  # (n, block, vocab)
 
     banned = torch.zeros(n, bs, logits.shape[-1], dtype=torch.bool)  # (n, block, vocab)
-    banned[:, :, list(ids.never_generated())] = True
+    banned[:, :, [i for i in ids.never if i < logits.shape[-1]]] = True
     for b, s in enumerate(states):
         deadline = s.request.deadline_s
         s.forced |= deadline is not None and now_s + step_estimate_s > deadline
         for rule in s.rules:  # may place tokens (a settled choice) on s.canvas
             s.decided += rule.ban(s.answer, s.canvas, logits[b], banned[b])
     conf, pred = confidence(logits, banned)  # (n, block) each
-    canvas = torch.stack([s.canvas for s in states])  # (n, block)
+    canvas = torch.stack([s.canvas for s in states])  # rules may have placed tokens
     masked = canvas == ids.mask
     schedules = [s.request.schedule for s in states]
     commit_all = torch.tensor(
@@ -161,7 +166,7 @@ def decode_step(
     )
     threshold = torch.tensor([c.threshold for c in schedules])
     chosen = positions_to_commit(conf, masked, threshold, commit_all)  # (n, block) bool
-    chosen = without_adjacent_twins(chosen, pred, commit_all, _repeating(ids))
+    chosen = without_adjacent_twins(chosen, pred, commit_all, ids.repeating())
     canvas = torch.where(chosen, pred, canvas)
 
     done: list[BlockDone] = []
@@ -195,48 +200,11 @@ def _count(
         s.min_confidence = min(s.min_confidence, float(conf[kept].min()))
 
 
-def _step_inputs(
-    states: list[DecodeState], lengths: Tensor, ids: SpecialIds, bs: int
-) -> tuple[Tensor, Tensor, Tensor, Tensor, int]:
-    """Rows of [fresh clean tokens, padded | the canvas]; positions; mask; write flags."""
-    n = len(states)
-    f = max(len(s.fresh) for s in states)
-    fresh_len = torch.tensor([len(s.fresh) for s in states])
-    tokens = torch.full((n, f + bs), ids.pad, dtype=torch.long)
-    for b, s in enumerate(states):
-        tokens[b, : len(s.fresh)] = torch.tensor(s.fresh, dtype=torch.long)
-        tokens[b, f:] = s.canvas
-    lengths = lengths.cpu()
-    write = torch.arange(f)[None] < fresh_len[:, None]  # (n, f)
-    offsets = torch.cat([torch.arange(f).expand(n, f), fresh_len[:, None] + torch.arange(bs)], 1)
-    positions = lengths[:, None] + offsets
-    past_len = int(lengths.max())
-    # Cached tokens are clean and earlier than everything here; fresh tokens are the
-    # clean block 0 of this step and the canvas its noisy block 1.
-    block_q = torch.cat(
-        [torch.zeros(n, f, dtype=torch.long), torch.ones(n, bs, dtype=torch.long)], 1
-    )
-    noisy_q = torch.cat(
-        [torch.zeros(n, f, dtype=torch.bool), torch.ones(n, bs, dtype=torch.bool)], 1
-    )
-    valid_q = torch.cat([write, torch.ones(n, bs, dtype=torch.bool)], 1)
-    block_k = torch.cat([torch.full((n, past_len), PROMPT_BLOCK), block_q], 1)
-    noisy_k = torch.cat([torch.zeros(n, past_len, dtype=torch.bool), noisy_q], 1)
-    valid_k = torch.cat([torch.arange(past_len)[None] < lengths[:, None], valid_q], 1)
-    mask = with_self(block_diffusion_mask(block_q, noisy_q, block_k, noisy_k, valid_k), past_len)
-    return tokens, positions, mask, write, past_len
-
-
-def _repeating(ids: SpecialIds) -> Tensor:
-    """Ids that legitimately stand side by side in one step: EOS fill, gap padding."""
-    return torch.tensor([ids.eos, ids.gap, ids.pad])
-
-
-def _finished_block(s: DecodeState, ids: SpecialIds) -> list[int] | None:
-    """The block's answer tokens once it is complete, else None. Fills after EOS."""
+def _finished_block(s: DecodeState, ids: DecodeIds) -> list[int] | None:
+    """The block's answer tokens once it is complete, else None. Fills after an end."""
     canvas = s.canvas.tolist()
-    if ids.eos in canvas:
-        e = canvas.index(ids.eos)
+    e = next((i for i, t in enumerate(canvas) if t in ids.ends), None)
+    if e is not None:
         if ids.mask in canvas[:e]:
             s.canvas[e:] = ids.eos  # nothing after EOS matters; stop denoising it
             return None
@@ -247,7 +215,7 @@ def _finished_block(s: DecodeState, ids: SpecialIds) -> list[int] | None:
     return None if ids.mask in canvas else canvas
 
 
-def _next_block(s: DecodeState, block: list[int], ids: SpecialIds, next_step_end_s: float) -> None:
+def _next_block(s: DecodeState, block: list[int], ids: DecodeIds, next_step_end_s: float) -> None:
     s.answer += block
     if s.finish is not None:
         return
@@ -281,29 +249,49 @@ class Generation:
         return self.decided_tokens / max(1, self.forwards)
 
 
-def stream(
-    model: DiffusionLM, ids: SpecialIds, request: Request, clock: Callable[[], float]
-) -> Iterator[BlockDone]:
-    """Decode one request, yielding each block as it is committed."""
+def _decode_ids(ids: DecodeIds | SpecialIds) -> DecodeIds:
+    return ids if isinstance(ids, DecodeIds) else DecodeIds.of(ids)
+
+
+def single_backend(model: DiffusionLM, ids: SpecialIds, request: Request) -> NativeBackend:
+    """A one-row backend for the shipped model, its cache sized to the request."""
     cfg = model.config
-    check_capacity(request, cfg.block_size, cfg.max_seq_len)
-    device = next(model.parameters()).device
-    dtype = next(model.parameters()).dtype
     capacity = len(request.prompt_ids) + answer_capacity(request, cfg.block_size) + cfg.block_size
-    cache = KVCache.empty(cfg, 1, capacity, device, dtype)
-    state = new_state(request, cfg.block_size, ids)
+    return NativeBackend(model, ids, rows=1, capacity=capacity)
+
+
+def stream(
+    model: DiffusionLM | BlockBackend,
+    ids: SpecialIds | None,
+    request: Request,
+    clock: Callable[[], float],
+) -> Iterator[BlockDone]:
+    """Decode one request, yielding each block as it is committed. `model` is the shipped
+    model (with its tokenizer's `ids`) or a backend (which knows its ids: pass None)."""
+    if isinstance(model, torch.nn.Module):  # the shipped model (or a test's wrapper of it)
+        if ids is None:
+            raise ValueError("the shipped model needs its tokenizer's special ids")
+        backend: BlockBackend = single_backend(model, ids, request)
+    else:
+        backend = model
+    check_capacity(request, backend.block_size, backend.max_seq_len)
+    backend.clear(0)
+    state = new_state(request, backend.block_size, backend.ids)
     timer = StepTimer()
     while state.finish is None:
         t0 = clock()
-        blocks = decode_step(model, cache, [state], ids, t0, timer.estimate_s)
+        blocks = decode_step(backend, [state], t0, timer.estimate_s)
         timer.add(clock() - t0)
         yield from blocks
 
 
 def generate(
-    model: DiffusionLM, ids: SpecialIds, request: Request, clock: Callable[[], float]
+    model: DiffusionLM | BlockBackend,
+    ids: SpecialIds | None,
+    request: Request,
+    clock: Callable[[], float],
 ) -> Generation:
-    """Decode one request to completion."""
+    """Decode one request to completion (`stream` says what `model` and `ids` are)."""
     start = clock()
     blocks = list(stream(model, ids, request, clock))
     state = blocks[-1].state

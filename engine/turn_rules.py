@@ -1,9 +1,10 @@
 """The turn format's rules (prompts/FORMAT.md), as decode-loop rules (engine/rules.py).
 
-An answer is never empty; at `instant` effort it has no reasoning; reasoning (`<think>`)
-must lead to an action (`<say>` or `<call>`) within its effort's budget; and an answer
-holds one action. Bans keep the model from committing what breaks them; take-backs undo
-what one step committed against them before the ban could see it.
+An answer is never empty (`NeverEmpty`, for every model); at `instant` effort it has no
+reasoning; reasoning (`<think>`) must lead to an action (`<say>` or `<call>`) within its
+effort's budget; and an answer holds one action. Bans keep the model from committing
+what breaks them; take-backs undo what one step committed against them before the ban
+could see it.
 """
 
 from __future__ import annotations
@@ -16,15 +17,27 @@ from engine.schedule import Effort
 from engine.tokenizer import SpecialIds
 
 
+class NeverEmpty(Rule):
+    """No answer ends before its first token: every model, turn format or not."""
+
+    def __init__(self, ends: tuple[int, ...]) -> None:
+        self.ends = list(ends)
+
+    def ban(self, answer: list[int], canvas: Tensor, logits: Tensor, banned: Tensor) -> int:
+        if not answer:
+            banned[0, [i for i in self.ends if i < banned.shape[-1]]] = True
+        return 0
+
+
 class TurnFormat(Rule):
+    """The turn format's rules past the first token (`NeverEmpty` comes before it)."""
+
     def __init__(self, ids: SpecialIds, effort: Effort) -> None:
         self.ids = ids
         self.effort = effort
 
     def ban(self, answer: list[int], canvas: Tensor, logits: Tensor, banned: Tensor) -> int:
         ids = self.ids
-        if not answer:
-            banned[0, ids.eos] = True  # an answer is never empty
         if self.effort is Effort.INSTANT:
             banned[:, ids.think] = True  # act at once: no reasoning segment
         reasoning_ends_in_an_action(answer, canvas, ids, self.effort, banned)

@@ -9,10 +9,11 @@
 #    (scripts/bench_engine.py: the diffusion engine, the plain masked-diffusion loop and
 #    the AR twin, one run, ratios inside it);
 # 3. calls per worker on the device: the load ramp at 1, 4 and 8 calls with the engine
-#    and Whisper on it ([models] device), what "Sizing a fleet" in the README needs.
+#    and Whisper on it ([models] device), what "Sizing a fleet" in the README needs;
+# 4. the open-dLLM adapters on the device in bfloat16: their tests (a call grammar,
+#    deadlines, effort, batched equals unbatched, tests/unit/test_adapters_core.py) and
+#    one request at a time against step-level batching (scripts/bench_adapters.py).
 # Each step's JSON goes to OUT_DIR; a step that fails is reported and the next still runs.
-# The adapters (engine/adapters/) are not benchmarked here: they do not run through the
-# engine's core yet (no batching, constraints or deadlines to measure).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-out/gpu_check}}
@@ -52,6 +53,10 @@ step bench_engine "$py" scripts/bench_engine.py --device "$device" --concurrency
 step load_ramp env VOICE_AGENT_MODELS__DEVICE="$device" "$py" scripts/load_test.py \
     --calls 1 4 8 --soak-minutes 0 --warmup-minutes 0 --out-dir "$out/load_test" \
     --json "$out/load_ramp.json"
+step adapters_tests env ADAPTER_TEST_DEVICE="$device" "$py" -m pytest -q -p no:cacheprovider \
+    tests/unit/test_adapters_core.py
+step bench_adapters "$py" scripts/bench_adapters.py --device "$device" --concurrency 1 8 \
+    --hidden 512 --layers 8 --json "$out/bench_adapters.json"
 
 "$py" - "$out" <<'EOF'
 import json, sys
@@ -65,6 +70,9 @@ if engine.exists():
         name: {n: c["tokens_per_s"] for n, c in d.get("concurrent", {}).items()}
         for name, d in decoders.items() if d.get("concurrent")
     }
+adapters = out / "bench_adapters.json"
+if adapters.exists():
+    summary["adapter_tokens_per_s"] = json.loads(adapters.read_text())["concurrency"]
 ramp = out / "load_ramp.json"
 if ramp.exists():
     data = json.loads(ramp.read_text())

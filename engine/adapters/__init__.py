@@ -1,32 +1,30 @@
 """Larger open diffusion LMs behind the engine's request/response interface.
 
-Every adapter takes prompt ids, a `Schedule` (threshold, steps per block, max new
-tokens) and a deadline on a caller's clock, and returns the engine's `Generation`
-(tokens, finish reason, whether the deadline forced it, forwards, decided tokens,
-latency). All share the engine's commit rule (`engine.schedule`), its deadline forcing
-and its no-empty-answer rule (EOS is banned at the answer's first position). Weights
-load only from a local directory (`local_files_only=True`); nothing is downloaded.
-`transformers` is imported lazily: `pip install -e ".[adapters]"`.
+Every adapter runs through the engine's one decode core (engine/generate.py) as a backend
+(engine/backend.py): `adapter.backend(rows)` for the batching engine, `adapter.generate`
+for one request. So constraints (a call grammar when the checkpoint's tokenizer carries
+the turn format's tokens), deadlines, effort, the no-empty-answer rule and step-level
+batching work for each. Weights load only from a local directory
+(`local_files_only=True`); nothing is downloaded. `transformers` is imported lazily:
+`pip install -e ".[adapters]"`. `load_adapter` picks the family from the checkpoint's own
+config; every loader takes `device` and `dtype` (bfloat16 suits a GPU).
 
-Support matrix (KV cache / constraints / batching, then the canvas rules):
+Per family (cache / how the rows of a step run):
 
 * DiffusionGemma: native `transformers` (`DiffusionGemmaForBlockDiffusion`, 5.13+).
-  Cache yes (encoder KV cache; writing a finished canvas folds into the next canvas's
-  first forward) / constraints no / batching no. No mask token: the canvas
-  (`config.canvas_length`, 256 released) starts as random tokens and unaccepted
-  positions are renoised each step; self-conditioning on the previous step's logits.
-* LLaDA: `trust_remote_code`. Cache no (every step forwards prompt + whole canvas) /
-  constraints no / batching no. Mask 126336; the whole answer budget is laid down as
-  masks and denoised in blocks of 32, left to right; logits read at their position.
+  Cache yes (encoder KV cache; the finished canvas is encoded by the next canvas's first
+  forward) / one forward per row. No mask token: undecided positions are noise, renoised
+  every step, with self-conditioning on the previous step's logits.
+* LLaDA: `trust_remote_code`. Cache no (a step forwards the row's ids and the canvas) /
+  one forward per row. Mask 126336; logits read at their position.
 * Dream: `trust_remote_code`. As LLaDA, with mask 151666 and logits shifted by one (the
   output at i predicts token i + 1).
-* SDAR: `trust_remote_code`. Cache yes (`store_kv` block-causal cache; one extra
-  forward per finished block to write it) / constraints no / batching no. Mask 151669;
-  blocks of 4 aligned to position 0, the prompt's tail sharing the first block.
+* SDAR: `trust_remote_code`. Cache yes (`store_kv` block-causal cache; one extra model
+  call per finished block to write it) / one forward per row. Mask 151669, blocks of 4.
 
-"constraints: no" means the schema scaffold of `engine/constraints.py` is not wired to
-them yet (each loop already commits through a banned-token mask, where it would go);
-"batching: no" means one request per call (no step-level batching across requests).
+"One forward per row": requests join and leave the batch at step boundaries as with the
+shipped model, but the step runs each row's forward in turn (rows of different lengths
+share a forward only where a model takes per-row cache lengths, as the shipped one does).
 Mask and EOS ids named in a checkpoint's configs take precedence over these defaults.
 """
 
@@ -36,12 +34,19 @@ from pathlib import Path
 
 import torch
 
-from engine.adapters.base import Adapter, AdapterError, Supports, TextCodec, checkpoint_dir
+from engine.adapters.base import (
+    Adapter,
+    AdapterError,
+    ModelAdapter,
+    Supports,
+    TextCodec,
+    checkpoint_dir,
+)
 from engine.adapters.diffusion_gemma import load_diffusion_gemma
 from engine.adapters.masked import load_dream, load_llada
 from engine.adapters.sdar import load_sdar
 
-FAMILIES: dict[str, Callable[..., Adapter]] = {
+FAMILIES: dict[str, Callable[..., ModelAdapter]] = {
     "diffusiongemma": load_diffusion_gemma,
     "llada": load_llada,
     "dream": load_dream,
@@ -77,7 +82,7 @@ def family_of(path: str | Path) -> str:
 
 def load_adapter(
     path: str | Path, *, device: str = "cpu", dtype: torch.dtype | None = None
-) -> Adapter:
+) -> ModelAdapter:
     """The adapter for a local checkpoint, picked from its own config (`family_of`), its
     model on `device` in `dtype` (float32 when None; bfloat16 suits a GPU)."""
     return FAMILIES[family_of(path)](path, dtype=dtype, device=device)
@@ -87,6 +92,7 @@ __all__ = [
     "FAMILIES",
     "Adapter",
     "AdapterError",
+    "ModelAdapter",
     "Supports",
     "TextCodec",
     "family_of",

@@ -8,15 +8,18 @@ re-drawn at random ("renoised"). A finished canvas is encoded into the cache by 
 next canvas's first forward (`input_ids` and `decoder_input_ids` in one call), so writing
 the cache costs no extra forward.
 
-Mapping onto the engine: acceptance uses the engine's threshold rule on greedy
-confidence (not the reference entropy-bound sampler with its temperature schedule), so
-decoding is deterministic given `seed`; EOS ids come from the configs (Gemma's `<eos>` 1
-and `<end_of_turn>` 106 by default); deadlines force the rest of a canvas in one step.
+Mapping onto the decode core (`DiffusionGemmaBackend`): the core marks undecided canvas
+positions with a mask id (an id past the vocabulary, or the tokenizer's `<mask>` when it
+has the turn format's tokens); before each forward the backend puts fresh random tokens
+there (the renoising) and passes the row's previous logits for self-conditioning, reset
+when a new canvas starts. Acceptance is the core's threshold rule on greedy confidence
+(not the reference entropy-bound sampler with its temperature schedule), so decoding is
+deterministic given `seed`; EOS ids come from the configs (Gemma's `<eos>` 1 and
+`<end_of_turn>` 106 by default); deadlines force the rest of a canvas in one step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,95 +30,64 @@ from torch import Tensor
 from engine.adapters.base import (
     CACHED,
     AdapterError,
-    Supports,
-    TextCodec,
+    ModelAdapter,
+    RowBackend,
     checkpoint_dir,
+    decode_ids,
     eos_ids_from,
     load_tokenizer,
+    max_positions,
     transformers,
+    turn_tokenizer_of,
 )
-from engine.adapters.steps import Pacer, banned_ids, close_after_eos, commit, end_block
-from engine.generate import FinishReason, Generation
-from engine.schedule import Schedule
+from engine.backend import DecodeIds
 
 GEMMA_EOS_IDS = (1, 106)  # <eos>, <end_of_turn>
 MODEL_CLASS = "DiffusionGemmaForBlockDiffusion"
 
 
 @dataclass(slots=True)
-class DiffusionGemmaAdapter:
-    name: str
-    tokenizer: TextCodec
-    model: Any
-    eos_ids: frozenset[int]
-    never: frozenset[int]
-    seed: int = 0
-    """Seeds the random canvas and renoising, so equal requests decode equally."""
-    mask_id: None = None
-    supports: Supports = CACHED
+class GemmaRow:
+    cache: Any
+    rng: torch.Generator
+    self_cond: Tensor | None = None
+    """The previous step's logits on this canvas (None at a canvas's first step)."""
 
-    @property
-    def block_length(self) -> int:
-        return int(self.model.config.canvas_length)
 
-    @torch.inference_mode()
-    def generate(
-        self,
-        prompt_ids: list[int],
-        schedule: Schedule,
-        deadline_s: float | None,
-        clock: Callable[[], float],
-    ) -> Generation:
-        if not prompt_ids:
-            raise ValueError("empty prompt")
-        start_s = clock()
-        model, n = self.model, self.block_length
-        vocab = int(model.config.text_config.vocab_size)
-        device = model.device
-        rng = torch.Generator().manual_seed(self.seed)
-        cache = transformers().DynamicCache(config=model.config.get_text_config(decoder=True))
-        fresh: Tensor | None = torch.tensor([prompt_ids])  # (1, new) tokens not yet encoded
-        pacer = Pacer(deadline_s)
-        answer: list[int] = []
-        forwards = decided = 0
-        finish = FinishReason.LENGTH
-        while True:
-            canvas = torch.randint(vocab, (n,), generator=rng)  # (canvas,)
-            open_ = torch.ones(n, dtype=torch.bool)
-            self_cond: Tensor | None = None
-            steps = 0
-            while bool(open_.any()):
-                t0 = clock()
-                forced = pacer.before_step(t0)
-                out = model(
-                    input_ids=None if fresh is None else fresh.to(device),
-                    cache=cache,
-                    decoder_input_ids=canvas[None].to(device),
-                    self_conditioning_logits=self_cond,
-                )
-                fresh, self_cond = None, out.logits.to(model.dtype)
-                logits = out.logits[0].float().cpu()  # (canvas, vocab)
-                forwards, steps = forwards + 1, steps + 1
-                banned = banned_ids(n, vocab, self.never, self.eos_ids, 0 if not answer else None)
-                commit_all = forced or steps >= schedule.max_steps_per_block
-                canvas, chosen = commit(logits, canvas, open_, banned, schedule, commit_all)
-                open_ &= ~chosen
-                decided += int(chosen.sum())
-                close_after_eos(canvas, open_, self.eos_ids)
-                noise = torch.randint(vocab, (n,), generator=rng)
-                canvas = torch.where(open_, noise, canvas)  # renoise what is not accepted
-                pacer.after_step(clock() - t0)
-            stop = end_block(answer, canvas.tolist(), self.eos_ids, schedule, pacer, clock())
-            if stop is not None:
-                finish = stop
-                break
-            fresh = canvas[None]
-        return Generation(tuple(answer), finish, pacer.forced, forwards, decided, clock() - start_s)
+class DiffusionGemmaBackend(RowBackend):
+    def __init__(
+        self, model: Any, seed: int, ids: DecodeIds, max_seq_len: int, vocab: int, rows: int
+    ) -> None:
+        self.model, self.seed = model, seed
+        self.noise_vocab = int(model.config.text_config.vocab_size)
+        super().__init__(ids, int(model.config.canvas_length), max_seq_len, vocab, rows)
+
+    def new_row(self) -> GemmaRow:
+        config = self.model.config.get_text_config(decoder=True)
+        cache = transformers().DynamicCache(config=config)
+        return GemmaRow(cache, torch.Generator().manual_seed(self.seed))
+
+    def forward_row(self, row: GemmaRow, fresh: list[int], canvas: Tensor) -> Tensor:
+        if fresh:
+            row.self_cond = None  # a new canvas
+        noise = torch.randint(self.noise_vocab, canvas.shape, generator=row.rng)
+        noisy = torch.where(canvas == self.ids.mask, noise, canvas)  # (canvas,)
+        device = self.model.device
+        self.model_calls += 1
+        out = self.model(
+            input_ids=torch.tensor([fresh], device=device) if fresh else None,
+            cache=row.cache,
+            decoder_input_ids=noisy[None].to(device),
+            self_conditioning_logits=row.self_cond,
+        )
+        row.self_cond = out.logits.to(self.model.dtype)
+        logits: Tensor = out.logits[0]
+        return logits
 
 
 def load_diffusion_gemma(
     path: str | Path, dtype: torch.dtype | None = None, seed: int = 0, device: str = "cpu"
-) -> DiffusionGemmaAdapter:
+) -> ModelAdapter:
     """DiffusionGemma from a local directory, on `device`; raises AdapterError if
     transformers lacks it."""
     directory = checkpoint_dir(path)
@@ -127,16 +99,21 @@ def load_diffusion_gemma(
             'upgrade with pip install -e ".[adapters]"'
         )
     model = cls.from_pretrained(directory, local_files_only=True, dtype=dtype or torch.float32)
+    model = model.to(device).eval()
     text = model.config.text_config
-    eos_ids = eos_ids_from(directory, text, GEMMA_EOS_IDS)
-    return DiffusionGemmaAdapter(
-        "diffusion_gemma",
-        load_tokenizer(directory, False),
-        model.to(device).eval(),
-        eos_ids,
-        _never(text, eos_ids),
-        seed,
-    )
+    tokenizer = load_tokenizer(directory, False)
+    turn = turn_tokenizer_of(directory, tokenizer, None)
+    eos_ids = eos_ids_from(directory, text, GEMMA_EOS_IDS if turn is None else ())
+    vocab = min(int(text.vocab_size), len(tokenizer.inner))
+    mask = turn.ids.mask if turn is not None else vocab  # past the vocabulary: never scored
+    ids = decode_ids(mask, eos_ids, _never(text, eos_ids), turn)
+    seq = max_positions(text)
+
+    def backend(rows: int) -> DiffusionGemmaBackend:
+        return DiffusionGemmaBackend(model, seed, ids, seq, vocab, rows)
+
+    return ModelAdapter("diffusion_gemma", tokenizer, turn, ids, None, eos_ids,
+                        int(model.config.canvas_length), CACHED, backend)  # fmt: skip
 
 
 def _never(text_config: Any, eos_ids: frozenset[int]) -> frozenset[int]:

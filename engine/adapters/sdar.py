@@ -1,21 +1,24 @@
 """SDAR (`JetLM/SDAR-*`): block diffusion with a block-causal KV cache, via `trust_remote_code`.
 
-Canvas rules (those of SDAR's reference `block_diffusion_generate`):
+A row is a `DynamicCache` and its length (`SDARBackend`). A step with fresh tokens first
+writes them to the cache with one `store_kv=True` forward (SDAR's API has no way to fold
+the write into the canvas's forward, so a finished block costs one extra model call:
+`Generation.forwards` from `ModelAdapter.generate` counts model calls); the canvas is then
+forwarded with `store_kv=False`, attending to the whole cache and bidirectionally to
+itself. Fresh tokens are written block-causally in groups of the block length (the prompt
+as SDAR's reference prefills it; a finished block as one group).
 
-* blocks are aligned to absolute positions 0, L, 2L, ... (L = `block_length`, 4 for the
-  released chat models); the prompt's whole blocks are prefilled into the cache with one
-  `store_kv=True` forward, and the prompt's tail shares the first decoded block;
-* a step forwards only the current block (`store_kv=False`), which attends to the cache
-  and to itself bidirectionally; logits are read at the position they fill;
-* a finished block is written to the cache by one more `store_kv=True` forward (SDAR's
-  API has no way to fold it into the next block's first step), counted in `forwards`;
-* mask id 151669 (`<|MASK|>`), EOS `<|endoftext|>` 151643 and `<|im_end|>` 151645 unless
-  the checkpoint's configs say otherwise.
+Blocks are the core's: the first starts right after the prompt rather than at SDAR's
+absolute multiple of the block length (the reference lets the prompt's tail share the
+first block). The attention pattern a block sees (all earlier tokens, itself fully) is
+the one SDAR trains on; only the grouping of the prompt's last tokens differs.
+
+Mask id 151669 (`<|MASK|>`), EOS `<|endoftext|>` 151643 and `<|im_end|>` 151645 unless
+the checkpoint's configs say otherwise; blocks of 4 as in the released chat models.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,16 +28,17 @@ from torch import Tensor
 
 from engine.adapters.base import (
     CACHED,
-    Supports,
-    TextCodec,
+    ModelAdapter,
+    RowBackend,
     checkpoint_dir,
+    decode_ids,
     eos_ids_from,
     load_tokenizer,
+    max_positions,
     transformers,
+    turn_tokenizer_of,
 )
-from engine.adapters.steps import Pacer, banned_ids, close_after_eos, commit, end_block
-from engine.generate import FinishReason, Generation
-from engine.schedule import Schedule
+from engine.backend import DecodeIds
 
 SDAR_MASK_ID = 151669
 SDAR_EOS_IDS = (151643, 151645)  # <|endoftext|>, <|im_end|>
@@ -42,84 +46,46 @@ SDAR_BLOCK_LENGTH = 4
 
 
 @dataclass(slots=True)
-class SDARAdapter:
-    name: str
-    tokenizer: TextCodec
-    model: Any
-    mask_id: int
-    eos_ids: frozenset[int]
-    never: frozenset[int]
-    block_length: int = SDAR_BLOCK_LENGTH
-    supports: Supports = CACHED
+class SDARRow:
+    cache: Any
+    length: int = 0
 
-    def _forward(self, x: list[int], start: int, cache: Any, store: bool) -> Tensor:
-        """Logits (len(x), vocab) of tokens at positions start.. against the cache."""
-        n = len(x)
-        # Whole prompt blocks see earlier blocks and their own; a decoded block sees all.
-        blocks = torch.arange(start, start + n) // self.block_length
-        past = torch.ones(n, start, dtype=torch.bool)
-        mask = torch.cat([past, blocks[:, None] >= blocks[None, :]], 1)[None, None]
+
+class SDARBackend(RowBackend):
+    def __init__(
+        self, model: Any, ids: DecodeIds, block_size: int, max_seq_len: int, vocab: int, rows: int
+    ) -> None:
+        self.model = model
+        super().__init__(ids, block_size, max_seq_len, vocab, rows)
+
+    def new_row(self) -> SDARRow:
+        return SDARRow(transformers().DynamicCache())
+
+    def forward_row(self, row: SDARRow, fresh: list[int], canvas: Tensor) -> Tensor:
+        if fresh:
+            groups = torch.arange(len(fresh)) // self.block_size
+            self._call(row, fresh, groups[:, None] >= groups[None, :], store=True)
+            row.length += len(fresh)
+        whole = torch.ones(len(canvas), len(canvas), dtype=torch.bool)
+        return self._call(row, canvas.tolist(), whole, store=False)
+
+    def _call(self, row: SDARRow, x: list[int], own: Tensor, store: bool) -> Tensor:
+        """Logits (len(x), vocab) of `x` after the row's cache; `own` (len, len) is who in
+        `x` sees whom."""
+        n, start = len(x), row.length
+        mask = torch.cat([torch.ones(n, start, dtype=torch.bool), own], 1)[None, None]
         device = self.model.device
+        self.model_calls += 1
         out = self.model(
             torch.tensor([x], device=device),
             attention_mask=mask.to(device),
             position_ids=torch.arange(start, start + n, device=device)[None],
-            past_key_values=cache,
+            past_key_values=row.cache,
             use_cache=True,
             store_kv=store,
         )
-        logits: Tensor = out.logits[0].float().cpu()
+        logits: Tensor = out.logits[0]
         return logits
-
-    @torch.inference_mode()
-    def generate(
-        self,
-        prompt_ids: list[int],
-        schedule: Schedule,
-        deadline_s: float | None,
-        clock: Callable[[], float],
-    ) -> Generation:
-        if not prompt_ids:
-            raise ValueError("empty prompt")
-        start_s = clock()
-        bl = self.block_length
-        cache = transformers().DynamicCache()
-        whole = len(prompt_ids) // bl * bl
-        forwards = decided = 0
-        if whole:
-            self._forward(prompt_ids[:whole], 0, cache, store=True)
-            forwards += 1
-        tail, pos = prompt_ids[whole:], whole
-        never = self.never | {self.mask_id}
-        pacer = Pacer(deadline_s)
-        answer: list[int] = []
-        finish = FinishReason.LENGTH
-        while True:
-            block = torch.tensor(tail + [self.mask_id] * (bl - len(tail)))  # (block,)
-            open_ = torch.arange(bl) >= len(tail)
-            steps = 0
-            while bool(open_.any()):
-                t0 = clock()
-                forced = pacer.before_step(t0)
-                logits = self._forward(block.tolist(), pos, cache, store=False)
-                forwards, steps = forwards + 1, steps + 1
-                first = len(tail) if not answer else None
-                banned = banned_ids(bl, logits.shape[-1], never, self.eos_ids, first)
-                commit_all = forced or steps >= schedule.max_steps_per_block
-                block, chosen = commit(logits, block, open_, banned, schedule, commit_all)
-                open_ &= ~chosen
-                decided += int(chosen.sum())
-                close_after_eos(block, open_, self.eos_ids)
-                pacer.after_step(clock() - t0)
-            produced = block.tolist()[len(tail) :]
-            stop = end_block(answer, produced, self.eos_ids, schedule, pacer, clock())
-            if stop is not None:
-                finish = stop
-                break
-            self._forward(block.tolist(), pos, cache, store=True)
-            forwards += 1
-            tail, pos = [], pos + bl
-        return Generation(tuple(answer), finish, pacer.forced, forwards, decided, clock() - start_s)
 
 
 def load_sdar(
@@ -127,23 +93,30 @@ def load_sdar(
     block_length: int = SDAR_BLOCK_LENGTH,
     dtype: torch.dtype | None = None,
     device: str = "cpu",
-) -> SDARAdapter:
+) -> ModelAdapter:
     """SDAR from a local directory (config, weights, modelling code, tokenizer), on
     `device`."""
+    if block_length < 1:
+        raise ValueError(f"block_length must be positive, got {block_length}")
     directory = checkpoint_dir(path)
     model = transformers().AutoModelForCausalLM.from_pretrained(
         directory, trust_remote_code=True, local_files_only=True, dtype=dtype or torch.float32
     )
+    model = model.to(device).eval()
     config = model.config
-    mask = getattr(config, "mask_token_id", None)
-    eos_ids = eos_ids_from(directory, config, SDAR_EOS_IDS)
+    value = getattr(config, "mask_token_id", None)
+    mask = int(value) if isinstance(value, int) else SDAR_MASK_ID
+    tokenizer = load_tokenizer(directory, True)
+    turn = turn_tokenizer_of(directory, tokenizer, mask)
+    eos_ids = eos_ids_from(directory, config, SDAR_EOS_IDS if turn is None else ())
     pad = getattr(config, "pad_token_id", None)
-    return SDARAdapter(
-        name="sdar",
-        tokenizer=load_tokenizer(directory, True),
-        model=model.to(device).eval(),
-        mask_id=int(mask) if isinstance(mask, int) else SDAR_MASK_ID,
-        eos_ids=eos_ids,
-        never=frozenset({pad} - eos_ids) if isinstance(pad, int) else frozenset(),
-        block_length=block_length,
-    )
+    never = frozenset({pad} - eos_ids) if isinstance(pad, int) else frozenset()
+    ids = decode_ids(mask, eos_ids, never, turn)
+    vocab = min(int(config.vocab_size), len(tokenizer.inner))
+    seq = max_positions(config)
+
+    def backend(rows: int) -> SDARBackend:
+        return SDARBackend(model, ids, block_length, seq, vocab, rows)
+
+    return ModelAdapter("sdar", tokenizer, turn, ids, mask, eos_ids, block_length, CACHED,
+                        backend)  # fmt: skip

@@ -26,7 +26,7 @@ from tools.bike_shop.timewords import resolve_day
 from voice_agent.agent import ToolOutcome
 from voice_agent.audio import resample
 from voice_agent.demo import caller_audio
-from voice_agent.pipeline.pipeline import BRAIN_CHECKPOINT
+from voice_agent.pipeline.brain import BRAIN_CHECKPOINT
 from voice_agent.simulator import simulate_call
 from voice_agent.speech import PiperSynthesizer
 

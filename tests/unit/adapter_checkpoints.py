@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from engine.tokenizer import Special, TextTokenizer
+
 VOCAB = 64
 PAD, BOS, EOS, MASK = 0, 1, 2, 3
 TOP, SPAN, SECOND = 10, 40, 5
@@ -61,8 +63,9 @@ class TinyDLM(PreTrainedModel):
                 past_key_values=None, use_cache=False, store_kv=False, **kwargs):
         b, n = input_ids.shape
         c = self.config
+        dev = input_ids.device
         if position_ids is None:
-            position_ids = torch.arange(n)[None]
+            position_ids = torch.arange(n, device=dev)[None]
         if past_key_values is not None:
             seen = past_key_values.get_seq_length()
             if int(position_ids[0, 0]) != seen:
@@ -70,15 +73,15 @@ class TinyDLM(PreTrainedModel):
             if attention_mask.shape[-1] != seen + n:
                 raise RuntimeError("attention mask does not cover cache + block")
             if store_kv:
-                kv = torch.zeros(b, 1, n, 1)
+                kv = torch.zeros(b, 1, n, 1, device=dev)
                 past_key_values.update(kv, kv, 0)
         pos = position_ids[0]
         top = {TOP} + pos % {SPAN}
         top = torch.where(pos >= c.eos_position, torch.full_like(top, {EOS}), top)
         if c.mask_every:
             top = torch.where(pos % c.mask_every == c.mask_phase, torch.full_like(top, c.mask_token_id), top)
-        logits = torch.zeros(b, n, c.vocab_size) + self.bias
-        logits[:, torch.arange(n), top] += c.margin
+        logits = torch.zeros(b, n, c.vocab_size, device=dev, dtype=self.bias.dtype) + self.bias
+        logits[:, torch.arange(n, device=dev), top] += c.margin
         logits[:, :, {SECOND}] += c.margin / 2
         return CausalLMOutputWithPast(logits=logits)
 """
@@ -104,8 +107,32 @@ def tokenizer_into(directory: Path) -> None:
     fast.save_pretrained(directory)
 
 
-def remote_code_checkpoint(directory: Path, **config: Any) -> Path:
-    """Write the scripted `trust_remote_code` checkpoint; `config` overrides its fields."""
+def turn_tokenizer_into(directory: Path, tok: TextTokenizer) -> None:
+    """The project's tokenizer, with the turn format's tokens, as a checkpoint's own."""
+    from transformers import PreTrainedTokenizerFast
+
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok.tokenizer,
+        pad_token=Special.PAD,
+        bos_token=Special.BOS,
+        eos_token=Special.EOS,
+        mask_token=Special.MASK,
+    )
+    fast.save_pretrained(directory)
+
+
+def turn_config(tok: TextTokenizer) -> dict[str, Any]:
+    """Config fields of a checkpoint fine-tuned for the agent: the turn tokens' ids."""
+    ids = tok.ids
+    return {"vocab_size": tok.vocab_size, "mask_token_id": ids.mask, "pad_token_id": ids.pad,
+            "bos_token_id": ids.bos, "eos_token_id": ids.eos}  # fmt: skip
+
+
+def remote_code_checkpoint(
+    directory: Path, tok: TextTokenizer | None = None, **config: Any
+) -> Path:
+    """Write the scripted `trust_remote_code` checkpoint; `config` overrides its fields.
+    With `tok`, the checkpoint carries that tokenizer and its ids (`turn_config`)."""
     from transformers import AutoConfig, AutoModel
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -125,8 +152,53 @@ def remote_code_checkpoint(directory: Path, **config: Any) -> Path:
         "bos_token_id": BOS,
         "eos_token_id": EOS,
     }
+    if tok is not None:
+        fields |= turn_config(tok)
     (directory / "config.json").write_text(json.dumps(fields | config))
     cfg = AutoConfig.from_pretrained(directory, trust_remote_code=True, local_files_only=True)
     AutoModel.from_config(cfg, trust_remote_code=True).save_pretrained(directory)
-    tokenizer_into(directory)
+    if tok is None:
+        tokenizer_into(directory)
+    else:
+        turn_tokenizer_into(directory, tok)
+    return directory
+
+
+def gemma_checkpoint(directory: Path, tok: TextTokenizer | None = None) -> Path:
+    """A random DiffusionGemma (canvas of 8) built from transformers' own config classes,
+    over the 64-token word tokenizer or, with `tok`, the project's tokenizer."""
+    import torch
+    from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
+
+    vocab = VOCAB if tok is None else tok.vocab_size
+    ids = {"pad_token_id": PAD, "eos_token_id": EOS, "bos_token_id": BOS}
+    if tok is not None:
+        ids = {k: v for k, v in turn_config(tok).items() if k in ids}
+    text = {
+        "vocab_size": vocab, "hidden_size": 32, "intermediate_size": 64,
+        "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+        "head_dim": 16, "global_head_dim": 16, "sliding_window": 16,
+        "max_position_embeddings": 512, "num_experts": 2, "top_k_experts": 1,
+        "moe_intermediate_size": 32, "layer_types": ["sliding_attention", "full_attention"],
+        **ids,
+    }  # fmt: skip
+    vision = {
+        "model_type": "gemma4_vision", "hidden_size": 16, "intermediate_size": 32,
+        "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
+        "head_dim": 8, "position_embedding_size": 64, "patch_size": 4,
+    }  # fmt: skip
+    config = DiffusionGemmaConfig(
+        text_config=text,
+        vision_config=vision,
+        canvas_length=8,
+        image_token_id=vocab - 1,
+        boi_token_id=vocab - 3,
+        eoi_token_id=vocab - 2,
+    )
+    torch.manual_seed(0)
+    DiffusionGemmaForBlockDiffusion(config).save_pretrained(directory)
+    if tok is None:
+        tokenizer_into(directory)
+    else:
+        turn_tokenizer_into(directory, tok)
     return directory

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("transformers")
-import torch
 
 from engine.adapters import (
     Adapter,
@@ -32,9 +31,8 @@ from tests.unit.adapter_checkpoints import (
     SECOND,
     SPAN,
     TOP,
-    VOCAB,
+    gemma_checkpoint,
     remote_code_checkpoint,
-    tokenizer_into,
 )
 
 PROMPT = [4, 5, 6, 7, 8, 9]  # six tokens: not a whole number of 4-token blocks
@@ -107,16 +105,16 @@ def test_dream_shifts_logits_by_one(eos_at_17: Path) -> None:
     assert gen.finish_reason is FinishReason.EOS
 
 
-def test_sdar_shares_the_prompt_tail_block_and_writes_each_block_once(eos_at_17: Path) -> None:
+def test_sdar_writes_the_prompt_and_each_finished_block_once(eos_at_17: Path) -> None:
     # The scripted model raises unless every cached call continues the cache exactly.
     adapter = load_sdar(eos_at_17, block_length=BLOCK)
     gen = adapter.generate(PROMPT, Schedule(max_new_tokens=32), None, frozen_clock)
     assert gen.token_ids == tuple(scripted(i) for i in range(len(PROMPT), 17))
     assert gen.finish_reason is FinishReason.EOS
-    # prefill [0, 4) + blocks [4, 8), [8, 12), [12, 16) one step and one write each +
-    # block [16, 20) one step, ending in EOS at 17.
-    assert gen.forwards == 1 + 3 * 2 + 1
-    assert gen.decided_tokens == 2 + 4 + 4 + 4
+    # Blocks follow the prompt: [6, 10), [10, 14), [14, 18) with EOS at 17. Model calls:
+    # the prompt's write, then per block one step, and a write before each next block.
+    assert gen.forwards == 1 + 1 + (1 + 1) + (1 + 1)
+    assert gen.decided_tokens == 4 + 4 + 4  # the last block's EOS included
     assert adapter.supports.kv_cache
 
 
@@ -181,50 +179,7 @@ def test_missing_transformers_names_the_extra(monkeypatch: pytest.MonkeyPatch) -
 @pytest.fixture(scope="module")
 def tiny_gemma(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random DiffusionGemma built from transformers' own config classes."""
-    tf = transformers()
-    text = tf.DiffusionGemmaTextConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-        global_head_dim=16,
-        sliding_window=16,
-        max_position_embeddings=256,
-        num_experts=2,
-        top_k_experts=1,
-        moe_intermediate_size=32,
-        layer_types=["sliding_attention", "full_attention"],
-        pad_token_id=0,
-        eos_token_id=EOS,
-        bos_token_id=1,
-    )
-    vision = {
-        "model_type": "gemma4_vision",
-        "hidden_size": 16,
-        "intermediate_size": 32,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 2,
-        "head_dim": 8,
-        "position_embedding_size": 64,
-        "patch_size": 4,
-    }
-    config = tf.DiffusionGemmaConfig(
-        text_config=text,
-        vision_config=vision,
-        canvas_length=8,
-        image_token_id=VOCAB - 1,
-        boi_token_id=VOCAB - 3,
-        eoi_token_id=VOCAB - 2,
-    )
-    torch.manual_seed(0)
-    directory = tmp_path_factory.mktemp("gemma")
-    tf.DiffusionGemmaForBlockDiffusion(config).save_pretrained(directory)
-    tokenizer_into(directory)
-    return directory
+    return gemma_checkpoint(tmp_path_factory.mktemp("gemma"))
 
 
 def test_diffusion_gemma_native_decodes_canvases(tiny_gemma: Path) -> None:

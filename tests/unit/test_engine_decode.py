@@ -7,12 +7,12 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from engine.backend import NativeBackend, step_inputs
 from engine.config import ModelConfig
 from engine.generate import (
     DecodeState,
     FinishReason,
     Request,
-    _step_inputs,
     decode_step,
     generate,
     new_state,
@@ -76,7 +76,9 @@ def cached_logits(
             elif k > len(clean):
                 s.fresh = []
             s.canvas = torch.tensor(clean[k] if k < len(clean) else noisy)
-        tokens, positions, mask, write, past = _step_inputs(states, cache.lengths, IDS, BS)
+        canvas = torch.stack([s.canvas for s in states])
+        fresh = [s.fresh for s in states]
+        tokens, positions, mask, write, past = step_inputs(fresh, canvas, cache.lengths, IDS.pad)
         with torch.inference_mode():
             logits = model(tokens, positions, mask, cache, past, write)[:, -BS:]
         for b, (_, clean, _) in enumerate(rows):
@@ -241,13 +243,13 @@ def test_decode_step_on_a_batch_matches_single_requests() -> None:
         Request((2, 12), Schedule(threshold=0.6)),
     ]
     singles = [generate(model, IDS, r, TickClock(0.001)).token_ids for r in requests]
-    cache = KVCache.empty(model.config, 2, 96, torch.device("cpu"), torch.float32)
+    backend = NativeBackend(model, IDS, rows=2, capacity=96)
     states = [new_state(r, BS, IDS) for r in requests]
     while any(s.finish is None for s in states):
         active = [s for s in states if s.finish is None]
         if len(active) < len(states):
             break  # rows leave the batch in the engine; here run until the first finishes
-        decode_step(model, cache, states, IDS, 0.0, 0.0)
+        decode_step(backend, states, 0.0, 0.0)
     for s, single in zip(states, singles, strict=True):
         assert tuple(s.answer) == single[: len(s.answer)]
 

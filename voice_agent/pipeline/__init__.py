@@ -1,7 +1,8 @@
 """The call pipeline: process-wide resources (`Pipeline`) and one session per call."""
 
+from voice_agent.pipeline.brain import resolve_checkpoint
 from voice_agent.pipeline.heard import SpokenPiece, heard_text
-from voice_agent.pipeline.pipeline import Pipeline, resolve_checkpoint
+from voice_agent.pipeline.pipeline import Pipeline
 from voice_agent.pipeline.session import PipelineSession, TurnSummary
 from voice_agent.pipeline.voice import AgentVoice
 

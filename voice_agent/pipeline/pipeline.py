@@ -17,13 +17,11 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.batching import Engine
-from engine.checkpoint import Checkpoint, load
 from tools.core import PackState, ToolPack, load_pack
-from voice_agent.agent import Agent, AgentConfig, prompt_budget
+from voice_agent.agent import Agent, AgentConfig
 from voice_agent.agent.tools import RunTool
 from voice_agent.audio import PHONE_RATE_HZ
 from voice_agent.clock import Clock, MonotonicClock
@@ -35,6 +33,7 @@ from voice_agent.hearing.asr import AsrWorker
 from voice_agent.hearing.endpoint import SmartTurnModel, TurnModelWorker
 from voice_agent.hearing.listener import Listener
 from voice_agent.hearing.settings import asr_config, streaming_config, turn_config
+from voice_agent.pipeline.brain import Brain, load_brain, resolve_checkpoint
 from voice_agent.pipeline.records import RecordWriter
 from voice_agent.pipeline.session import PipelineSession
 from voice_agent.speech import PhraseCache, SynthesisGate, Synthesizer, default_synthesizer
@@ -47,23 +46,6 @@ if TYPE_CHECKING:
     from voice_agent.telemetry.publisher import MqttPublisher
 
 log = logging.getLogger(__name__)
-
-CHECKPOINTS_DIR = Path(__file__).resolve().parents[2] / "engine" / "checkpoints"
-BRAIN_CHECKPOINT = CHECKPOINTS_DIR / "brain-dlm"
-STAND_IN_CHECKPOINT = CHECKPOINTS_DIR / "synthetic-dlm"
-"""Used when the brain checkpoint is not there yet (it is trained separately)."""
-EMBEDDED = "embedded"
-
-
-def resolve_checkpoint(llm: str) -> Path:
-    """`[models] llm`: "embedded" is the shipped brain (or the synthetic stand-in when the
-    brain is absent); anything else is a checkpoint folder."""
-    if llm != EMBEDDED:
-        return Path(llm)
-    if BRAIN_CHECKPOINT.is_dir():
-        return BRAIN_CHECKPOINT
-    log.warning("no brain checkpoint at %s; using %s", BRAIN_CHECKPOINT, STAND_IN_CHECKPOINT)
-    return STAND_IN_CHECKPOINT
 
 
 class Pipeline:
@@ -92,7 +74,7 @@ class Pipeline:
         self._synth = synthesizer
         self._shop_now = shop_now
         self._run_tool = run_tool
-        self._checkpoint: Checkpoint | None = None
+        self._brain: Brain | None = None
         self._hints: CallerHints | None = None
         self._engine: Engine | None = None
         self._asr: AsrWorker | None = None
@@ -124,12 +106,14 @@ class Pipeline:
         cfg = self.settings
         self._pack = await asyncio.to_thread(load_pack, cfg.tools.pack)
         device = cfg.models.device
-        self._checkpoint = await asyncio.to_thread(load, self.checkpoint_path, device)
-        self._hints = await asyncio.to_thread(for_card, self._checkpoint.card.prompt_hints)
+        rows = cfg.pipeline.engine_max_batch
+        brain = await asyncio.to_thread(load_brain, self.checkpoint_path, device, rows)
+        self._brain = brain
+        self._hints = await asyncio.to_thread(for_card, brain.prompt_hints)
         self._engine = Engine(
-            self._checkpoint.model,
-            self._checkpoint.tokenizer.ids,
-            max_batch=cfg.pipeline.engine_max_batch,
+            brain.model,
+            brain.ids,
+            max_batch=rows,
             clock=self.clock.now,
         )
         self._engine.start()
@@ -143,9 +127,8 @@ class Pipeline:
         self._tool_state = await asyncio.to_thread(self._pack.open, str(where), self._shop_now)
         await self.phrase_cache(PHONE_RATE_HZ).warm_async(phrases().all())
         await self._start_telemetry()
-        budget = prompt_budget(self._checkpoint.card)
-        log.info("pipeline ready: brain %s (prompts up to %d tokens), voice %s, tools %s",
-                 self.checkpoint_path, budget, self.synthesizer.voice,
+        log.info("pipeline ready: brain %s (%s, prompts up to %d tokens), voice %s, tools %s",
+                 self.checkpoint_path, brain.kind, brain.prompt_budget, self.synthesizer.voice,
                  self._pack.name)  # fmt: skip
 
     async def _start_telemetry(self) -> None:
@@ -230,14 +213,14 @@ class Pipeline:
         return self._tool_state
 
     def new_agent(self) -> Agent:
-        if self._checkpoint is None or self._tool_state is None or self._pack is None:
+        if self._brain is None or self._tool_state is None or self._pack is None:
             raise RuntimeError("the pipeline is not started")
         config = AgentConfig(
             min_confidence=self.settings.pipeline.min_confidence,
-            max_prompt_tokens=prompt_budget(self._checkpoint.card),
+            max_prompt_tokens=self._brain.prompt_budget,
         )
         ctx = self._tool_state.context()
-        return Agent(self.engine, self._checkpoint.tokenizer, self._pack, ctx, config=config,
+        return Agent(self.engine, self._brain.tokenizer, self._pack, ctx, config=config,
                      run_tool=self._run_tool, clock=self.clock, hints=self._hints,
                      consent=self._pack.consent)  # fmt: skip
 

@@ -1,9 +1,9 @@
 """Deadline pressure for a decode loop: a running estimate of one step's duration.
 
 Both loops that decode against a deadline (`generate.stream` and the batching engine's
-model thread, for the shipped model and the adapters alike) time their steps with one `StepTimer` and asks it whether the
-next step would end past the deadline; the answer makes the loop commit the rest of the
-block in that step.
+model thread, for the shipped model and the adapters alike) time their steps with one
+`StepTimer` and ask it whether the next step would end past the deadline; the answer makes
+the loop commit the rest of the block in that step.
 """
 
 from __future__ import annotations

@@ -144,7 +144,8 @@ async def stream_clip(
 
 
 def bench_model(name: str, clips: list[Clip], args: argparse.Namespace) -> dict[str, Any]:
-    config = AsrConfig(model=name, cpu_threads=args.cpu_threads, max_pending=4)
+    config = AsrConfig(model=name, cpu_threads=args.cpu_threads, max_pending=4,
+                       final_context_s=args.final_context_s)  # fmt: skip
     worker = AsrWorker(config)
     turn = TurnConfig(end_of_turn_silence_ms=args.eot_ms)
     streaming = StreamingConfig(partial_interval_ms=args.partial_ms)
@@ -284,6 +285,10 @@ def main() -> None:
     parser.add_argument("--eot-ms", type=int, default=TurnConfig().end_of_turn_silence_ms)
     parser.add_argument("--partial-ms", type=int, default=StreamingConfig().partial_interval_ms)
     parser.add_argument("--cpu-threads", type=int, default=2)
+    parser.add_argument(
+        "--final-context-s", type=float, default=AsrConfig().final_context_s,
+        help="[hearing] final_context_s: finals that fit it are decoded in it (0: 30 s)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
@@ -301,6 +306,7 @@ def main() -> None:
             "partial_interval_ms": args.partial_ms,
             "cpu_threads": args.cpu_threads,
             "beam_size": AsrConfig().beam_size,
+            "final_context_s": args.final_context_s,
         },
         "machine": {"cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()},
         "end_of_turn_sweep": eot_sweep(clips),

@@ -5,9 +5,15 @@
 The pause set: caller utterances with a mid-sentence pause (a name after "my name is",
 an order number read in groups, "um", "let me check", a sentence restarted) and
 complete ones, spoken by piper's joe voice and two espeak-ng voices, as 8 kHz μ-law
-phone audio. A paused utterance is its two halves spoken separately with 500-1,000 ms of
-silence between them, which is hard for a prosody model: each half ends with the falling
-pitch of a finished sentence.
+phone audio. A paused utterance has 500-1,000 ms of silence at its "|", made one of two
+ways (`--split`):
+
+- `inside`: the whole sentence is spoken once and the silence is put inside
+  it, at the quietest 10 ms within 100 ms of where the first half's words end (the first
+  half's own length, scaled to the whole sentence's). The first half keeps the pitch of
+  a sentence that goes on, as a caller who stops to think does;
+- `halves` (default): the two halves are spoken separately: each half then ends with the
+  falling pitch of a finished sentence, which is hard for a prosody model.
 
 Each clip is streamed in real time, 20 ms at a time, through a fresh `Listener` (Silero
 VAD, the turn detector, streaming Whisper and, for the semantic rule, Smart Turn v3.2
@@ -32,7 +38,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,14 +99,40 @@ class Clip:
     speech_end_ms: int
 
 
-def build_clips(voices: tuple[str, ...]) -> list[Clip]:
+SPLITS = ("inside", "halves")
+_SEARCH_MS = 100
+_FRAME_MS = 10
+
+
+def spoken_halves(text: str, voice: str, split: str) -> list[Pcm16]:
+    """The utterance as 8 kHz phone audio: one piece, or two around the "|" pause."""
+    parts = [p.strip() for p in text.split("|")]
+    alone = [phone(trim(s), r) for s, r in (synthesize(p, voice) for p in parts)]
+    if len(parts) == 1 or split == "halves":
+        return alone
+    samples, rate_hz = synthesize(" ".join(parts), voice)
+    whole = phone(trim(samples), rate_hz)
+    return cut_inside(whole, len(alone[0]) / (len(alone[0]) + len(alone[1])))
+
+
+def cut_inside(whole: Pcm16, share: float) -> list[Pcm16]:
+    """`whole` cut in two at its quietest 10 ms frame within `_SEARCH_MS` of `share` of
+    its length (where the first half's words end, estimated from the halves' lengths)."""
+    frame = _FRAME_MS * _PER_MS
+    guess = round(len(whole) * share)
+    lo = max(frame, guess - _SEARCH_MS * _PER_MS)
+    hi = min(len(whole) - 2 * frame, guess + _SEARCH_MS * _PER_MS)
+    starts = range(lo, max(lo + 1, hi), frame // 2)
+    level = [float(np.abs(whole[t : t + frame].astype(np.int32)).mean()) for t in starts]
+    cut = starts[int(np.argmin(level))] + frame // 2
+    return [whole[:cut], whole[cut:]]
+
+
+def build_clips(voices: tuple[str, ...], split: str = "halves") -> list[Clip]:
     clips = []
     for i, text in enumerate(PAUSED + COMPLETE):
         for j, voice in enumerate(voices):
-            halves = [
-                phone(trim(s), r)
-                for s, r in (synthesize(p.strip(), voice) for p in text.split("|"))
-            ]
+            halves = spoken_halves(text, voice, split)
             parts = [np.zeros(LEAD_MS * _PER_MS, np.int16), halves[0]]
             resume_ms = None
             if len(halves) == 2:
@@ -150,7 +182,7 @@ def delays(rows: list[dict[str, Any]]) -> list[float]:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     voices = tuple(args.voices.split(",")) if args.voices else VOICES
-    clips = build_clips(voices)
+    clips = build_clips(voices, args.split)
     if args.limit:
         clips = clips[: args.limit]
     asr = AsrWorker(
@@ -164,11 +196,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "voices": list(voices),
         "asr_model": args.asr_model,
         "final_context_s": args.final_context_s,
+        "split": args.split,
         "end_of_turn": {},
     }
     try:
         for name in args.rules.split(","):
             turn = RULES[name]
+            if args.complete_silence_ms and turn.end_of_turn == "semantic":
+                turn = replace(turn, complete_silence_ms=args.complete_silence_ms)
             rows = [await stream_clip(asr, model, clip, turn) for clip in clips]
             paused = [r for r, c in zip(rows, clips, strict=True) if c.resume_ms is not None]
             whole = [r for r, c in zip(rows, clips, strict=True) if c.resume_ms is None]
@@ -206,7 +241,19 @@ def main() -> None:
     parser.add_argument(
         "--final-context-s", type=float, default=0.0, help="[hearing] final_context_s (0: 30 s)"
     )
+    parser.add_argument(
+        "--complete-silence-ms", type=int, default=0,
+        help="the semantic rules' [hearing] complete_silence_ms (0: the default, 160)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--split", default="halves", choices=SPLITS, help="how a pause is made (see above)"
+    )
     args = parser.parse_args()
+    if args.complete_silence_ms:
+        try:
+            TurnConfig(end_of_turn="semantic", complete_silence_ms=args.complete_silence_ms)
+        except ValueError as exc:
+            parser.error(f"--complete-silence-ms: {exc}")
     unknown = set(args.rules.split(",")) - set(RULES)
     if unknown:
         parser.error(f"unknown rules {sorted(unknown)}; choose from {', '.join(RULES)}")

@@ -231,11 +231,13 @@ class Engine:
                 self._retire(job)
 
     def _retire(self, job: _Job) -> None:
-        """Free the job's cache row by moving the last active row into it."""
+        """Free the job's cache row by moving the last active row into it, then empty the
+        last row (an adapter's row holds its cache until then)."""
         slot, last = self._active.index(job), len(self._active) - 1
         if slot != last:
             self.backend.move(last, slot)
             self._active[slot] = self._active[last]
+        self.backend.clear(last)
         self._active.pop()
 
     def _deliver(self, job: _Job, item: tuple[int, ...] | Generation | BaseException) -> None:

@@ -50,6 +50,23 @@ TALK_OVER_S = 1.0
 ANSWER_WAIT_S = 15.0
 
 
+STOP_S = 30.0
+"""Longest wait for the mic command to hang up after Ctrl-C."""
+
+
+def stopped(process: subprocess.Popen[str]) -> tuple[str, str]:
+    """The output of a process sent Ctrl-C; one that does not stop in `STOP_S` fails the
+    test with every thread's stack (the CLI dumps them on SIGUSR1)."""
+    try:
+        return process.communicate(timeout=STOP_S)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGUSR1)
+        time.sleep(1.0)
+        process.kill()
+        _out, err = process.communicate()
+        pytest.fail(f"no exit {STOP_S:g} s after Ctrl-C; stacks:\n{err[-6000:]}")
+
+
 class PulseServer:
     """PulseAudio with no hardware and no D-Bus, in its own folder: sink `speaker` is the
     default output (record `speaker.monitor`), sink `caller`'s monitor the default input."""
@@ -145,7 +162,7 @@ def test_the_mic_demo_hears_through_real_devices_and_barge_in_clears_the_speaker
         recorder.send_signal(signal.SIGINT)
         recorder.wait(10)
         mic.send_signal(signal.SIGINT)  # Ctrl-C hangs up; the call is printed
-        out, err = mic.communicate(timeout=30)
+        out, err = stopped(mic)
     assert mic.returncode == 0, err[-2000:]
     assert "listening on 'default' and speaking on 'default'" in said
     # The question was heard and answered (the words are the brain's; the tool is not).

@@ -26,6 +26,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,7 @@ from voice_agent.brain.independent_score import (
     score_call,
     score_line,
 )
-from voice_agent.dialogue.format import AgentSay
+from voice_agent.dialogue.format import AgentSay, CallerTurn, Turn, render_turn
 from voice_agent.dialogue.hints import SCHEMES, for_card
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,6 +109,8 @@ class Runner:
         self.latencies_ms: list[float] = []
         self.decided = 0
         self.forwards = 0
+        self.transcripts: dict[str, list[str]] = {}
+        """Each call's dialogue as the model read it (caller lines with their hints)."""
         self._n = 0
 
     def _shop(self, bookings: Sequence[Any] = ()) -> ShopContext:
@@ -159,9 +162,16 @@ class Runner:
                 if turns[-1].ended:
                     break
             early = bool(turns[-1].ended) and len(turns) < len(case.turns)
+            self.transcripts[case.id] = [render_turn(self._hinted(t)) for t in agent.turns]
             return Outcome(*_rows(ctx), tuple(turns), early)
         finally:
             ctx.db.close()
+
+    def _hinted(self, turn: Turn) -> Turn:
+        """A caller turn with the hint it had when it was the latest line."""
+        if self.hints is None or not isinstance(turn, CallerTurn):
+            return turn
+        return replace(turn, hint=self.hints.hint(turn.text))
 
 
 def _observed(
@@ -199,12 +209,14 @@ async def evaluate(
     hints: str | None = None,
     consent: str = "shipped",
     min_confidence: float = SHIPPED_MIN_CONFIDENCE,
+    transcripts: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """Figures of `brain` on `cases` (at most `limit` of each kind). `hints`: the
     caller-hint scheme (None: the card's); `consent`: the agent's consent rule as the
     pipeline has it (`shipped`), on irreversible tools only, with lookups too, or `none`;
     `min_confidence`: the agent's bar under which it asks the caller again (0: it never
-    does, to compare what two models decide)."""
+    does, to compare what two models decide). `transcripts`, when given, receives each
+    call's dialogue by case id."""
     lines, calls = cases.lines[:limit], cases.calls[:limit]
     with tempfile.TemporaryDirectory() as tmp:
         runner = Runner(brain, Path(tmp), hints, consent, min_confidence)
@@ -214,6 +226,8 @@ async def evaluate(
             call_verdicts = [(c, score_call(c, await runner.call(c))) for c in calls]
         finally:
             await runner.engine.close()
+    if transcripts is not None:
+        transcripts.update(runner.transcripts)
     by_act: dict[str, Counter[str]] = defaultdict(Counter)
     for case, v in line_verdicts:
         by_act[case.act.value]["n"] += 1
@@ -276,6 +290,10 @@ def main(argv: list[str] | None = None) -> int:
         default=SHIPPED_MIN_CONFIDENCE,
         help="the agent's bar for asking again (0: trust every answer, to compare models)",
     )
+    p.add_argument(
+        "--transcripts", type=Path, default=None,
+        help="also write each call's dialogue (JSONL: id, verdict, turns) here",
+    )  # fmt: skip
     args = p.parse_args(argv)
     if not 0.0 <= args.min_confidence <= 1.0:
         p.error(f"--min-confidence is between 0 and 1, not {args.min_confidence}")
@@ -284,9 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     cases = read_cases(args.files or split_files(args.split))
     brain = load(args.dlm)
     started = time.monotonic()
-    figures = asyncio.run(
-        evaluate(brain, cases, args.limit, args.hints, args.consent, args.min_confidence)
-    )
+    dialogues: dict[str, list[str]] = {}
+    run = evaluate(brain, cases, args.limit, args.hints, args.consent, args.min_confidence,
+                   dialogues)  # fmt: skip
+    figures = asyncio.run(run)
     figures["hints"] = args.hints or brain.card.prompt_hints
     figures["min_confidence"] = args.min_confidence
     figures["consent"] = args.consent
@@ -295,6 +314,11 @@ def main(argv: list[str] | None = None) -> int:
     figures["seconds"] = round(time.monotonic() - started, 1)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(figures, indent=1))
+    if args.transcripts is not None:
+        failed = figures["text"]["call_failures"]
+        rows = ({"id": i, "failures": failed.get(i, []), "turns": t} for i, t in dialogues.items())
+        args.transcripts.parent.mkdir(parents=True, exist_ok=True)
+        args.transcripts.write_text("".join(json.dumps(r) + "\n" for r in rows))
     brief = {k: figures["text"][k] for k in ("exact_action", "exact_action_first_lines",
              "task_completion", "unasked_irreversible", "wrong_writes", "by_act")}  # fmt: skip
     print(json.dumps({**brief, "latency_ms": figures["latency_ms"]}, indent=1))

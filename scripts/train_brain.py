@@ -45,7 +45,7 @@ from voice_agent.brain.dialogues import misfit
 from voice_agent.brain.heard import HeardLines
 from voice_agent.brain.hint_bank import build_bank
 from voice_agent.brain.independent import CaseError, read_cases
-from voice_agent.brain.independent_examples import first_line_examples
+from voice_agent.brain.independent_examples import first_line_examples, mid_call_examples
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scenarios import generate as dialogues
 from voice_agent.dialogue.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError, last_caller
@@ -182,6 +182,11 @@ def main(argv: list[str] | None = None) -> None:
         help="independent caller files (data/callers/train/*.jsonl): their first lines as "
         "examples with the simulator's answer (voice_agent/brain/independent_examples.py)",
     )  # fmt: skip
+    p.add_argument(
+        "--mid-call", action="store_true",
+        help="with --callers: also copies of simulated steps whose yes, time, day, service or "
+        "name line (given or corrected) is replaced by an independent line of that kind",
+    )  # fmt: skip
     p.add_argument("--callers-copies", type=int, default=1, help="times each such example is used")
     p.add_argument("--prompt-tokens", type=int, default=128, help="prompt budget per example")
     p.add_argument("--batch", type=int, default=32)
@@ -219,7 +224,8 @@ def main(argv: list[str] | None = None) -> None:
             p.error(f"--init {args.init} holds a {init.card.kind} model, not {args.kind}")
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    steps = steps_of(args.seed, args.dialogues, Split.TRAIN)
+    simulated = list(dialogues(args.seed, args.dialogues, Split.TRAIN))
+    steps = [ex for d in simulated for ex in d.examples]
     heard: list[Step] = []
     heard_tally: Counter[str] = Counter()
     if args.heard:
@@ -231,12 +237,17 @@ def main(argv: list[str] | None = None) -> None:
             p.error(f"--heard {args.heard} holds no caller line of these training calls "
                     f"(seed {args.seed}, {args.dialogues} dialogues)")  # fmt: skip
     natural: list[Step] = []
+    mid: list[Step] = []
+    if args.mid_call and not args.callers:
+        p.error("--mid-call needs --callers (the independent lines to put in)")
     if args.callers:
         try:
             natural = first_line_examples(read_cases(args.callers).lines, args.seed)
+            if args.mid_call:
+                mid = mid_call_examples(simulated, read_cases(args.callers).lines, args.seed)
         except CaseError as exc:
             p.error(f"--callers: {exc}")
-    steps = with_strays(steps, args.stray, args.seed) + heard + natural * args.callers_copies
+    steps = with_strays(steps, args.stray, args.seed) + heard + natural * args.callers_copies + mid
     if args.hints:
         bank = bank_path(HINTS_VERSION)
         if read_bank(bank) != build_bank(HINTS_VERSION):  # the bank a live agent will read
@@ -268,6 +279,7 @@ def main(argv: list[str] | None = None) -> None:
     data_s = round(time.monotonic() - t0, 1)
     log(json.dumps({"dialogues": args.dialogues, "seed": args.seed, "stray": args.stray,
                     "caller_lines": len(natural), "caller_copies": args.callers_copies,
+                    "mid_call": len(mid),
                     "examples": len(examples), "heard": dict(heard_tally),
                     "dropped": dict(dropped), "data_s": data_s}))  # fmt: skip
 
@@ -323,6 +335,9 @@ def main(argv: list[str] | None = None) -> None:
     if natural:
         notes += (f", plus {len(natural)} first caller lines written independently of the "
                   f"simulator ({args.callers_copies} copies each)")  # fmt: skip
+    if mid:
+        notes += (f", plus {len(mid)} simulated steps with their yes, time, day, service or "
+                  "name line replaced by an independent one of that kind")  # fmt: skip
     if backbone is not None:
         notes += f"; initialised from a pretrained backbone {describe(model, args.layers)}"
     if args.hints:

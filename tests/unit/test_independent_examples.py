@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from voice_agent.brain import lines
+from voice_agent.brain.dialogues import Split
 from voice_agent.brain.independent import parse_line
-from voice_agent.brain.independent_examples import first_line_examples
+from voice_agent.brain.independent_examples import first_line_examples, mid_call_examples
+from voice_agent.brain.scenarios import generate
 from voice_agent.dialogue.format import AgentCall, AgentSay, CallerTurn
 from voice_agent.dialogue.phrases import phrases
 
@@ -70,3 +72,43 @@ def test_digits_read_out_reach_the_model_as_digits() -> None:
     [example] = first_line_examples([case("order four oh two one three", "order",
                                           args={"order_number": "40213"})])  # fmt: skip
     assert example.history[1] == CallerTurn("order 4 0 2 1 3")
+
+
+def mid(line: str, act: str, after: str, **args: str) -> Any:
+    return parse_line({"id": f"m-{abs(hash(line))}", "after": after, "line": line, "act": act,
+                       "args": args})  # fmt: skip
+
+
+MID_LINES = [
+    mid("yeah go on, do it", "yes", "Shall I book that?"),
+    mid("yes please cancel it", "yes", "Shall I cancel it?"),
+    mid("it's Priya Nair", "give_info", "Can I take your name?", name="priya nair"),
+    mid("er, let's say half two", "give_info", "What time?", time="14:30"),
+    mid("no sorry, thursday I meant", "correction", "So on tuesday?", day="thursday"),
+    mid("the day after tomorrow", "give_info", "Which day?", day="thursday"),
+]
+
+
+def test_mid_call_lines_stand_in_for_the_simulators_with_the_answer_they_need() -> None:
+    dialogues = list(generate(13, 120, Split.TRAIN))
+    examples = mid_call_examples(dialogues, MID_LINES, seed=1)
+    by_line: dict[str, list[Any]] = {}
+    for ex in examples:
+        last = ex.history[-1]
+        assert isinstance(last, CallerTurn)
+        by_line.setdefault(last.text, []).append(ex)
+    assert "the day after tomorrow" not in by_line  # its day is not in its words
+    yes = by_line["yeah go on, do it"]
+    assert yes and all(isinstance(e.action, AgentCall) for e in yes)
+    for ex in by_line.get("yes please cancel it", []):  # never as a yes to a booking
+        assert isinstance(ex.action, AgentCall) and ex.action.tool == "cancel_booking"
+    for ex in by_line["it's Priya Nair"]:  # the read-back takes the name as said
+        assert isinstance(ex.action, AgentSay)
+        assert ex.action.text.endswith("for Priya Nair. Shall I book that?")
+    for ex in by_line["er, let's say half two"]:  # the next question, the time not repeated
+        assert ex.action == AgentSay(lines.ASK_NAME)
+    for ex in by_line["no sorry, thursday I meant"]:
+        assert isinstance(ex.action, AgentSay) and " on thursday at " in ex.action.text
+        assert ex.history[-2] != ex.action  # a correction changes the read-back
+    originals = {(e.dialogue_id, e.step) for d in dialogues for e in d.examples}
+    assert all((e.dialogue_id.split("+")[0], e.step) in originals for e in examples)

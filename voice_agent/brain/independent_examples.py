@@ -26,12 +26,14 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 
 from tools.bike_shop.catalogue import PRODUCTS
-from voice_agent.brain import lines
-from voice_agent.brain.dialogues import EFFORT_WEIGHTS, Example, Intent, Thought
+from voice_agent.brain import callers, lines
+from voice_agent.brain.dialogues import EFFORT_WEIGHTS, Dialogue, Example, Intent, Thought
 from voice_agent.brain.heard import REPEAT_THOUGHT
 from voice_agent.brain.independent import Act, LineCase
+from voice_agent.brain.phrasing import Pool
 from voice_agent.brain.scenarios import GOODBYE
 from voice_agent.brain.workshop_calls import CHECK, READ_BACK
 from voice_agent.dialogue.format import AgentAction, AgentCall, AgentSay, CallerTurn
@@ -124,4 +126,129 @@ def first_line_examples(cases: Iterable[LineCase], seed: int = 0) -> list[Exampl
         history = (AgentSay(greeting), CallerTurn(spoken_digits(case.line.strip())))
         out.append(Example(f"independent-{case.id}", 1, history, effort, thought.at(effort),
                            action, intent))  # fmt: skip
+    return out
+
+
+# ---------------------------------------------------------------- mid-call lines
+
+_MID_POOLS: dict[str, tuple[Pool, ...]] = {
+    "yes": (callers.YES,),
+    "time": (callers.GIVE_TIME,),
+    "name": (callers.GIVE_NAME, callers.NAME_WRONG),
+    "day": (callers.GIVE_DAY,),
+    "service": (callers.GIVE_SVC,),
+    "change time": (callers.CHANGE_TIME,),
+    "change day": (callers.CHANGE_DAY,),
+}
+"""The simulator's mid-call caller frames an independent line may stand in for, by the
+kind of line (`_kind`) that replaces them."""
+
+
+_YES_WORDS = {
+    "book_service": ("book",),
+    "cancel_booking": ("cancel",),
+    "reserve_product": ("hold", "aside", "reserv", "put"),
+}
+"""Words by which a yes names what it agrees to: such a yes stands in only for a yes to
+that tool's read-back ("yes, cancel it" is no answer to "shall I book that?")."""
+
+
+def _kind(case: LineCase) -> str | None:
+    """Which simulator line `case` can stand in for: a plain yes, or a detail given or
+    corrected on its own (one value, nothing else)."""
+    keys = tuple(case.args)
+    if case.act is Act.YES and not keys:
+        return "yes"
+    if case.act is Act.GIVE_INFO and len(keys) == 1 and keys[0] in ("time", "name", "day"):
+        return keys[0]
+    if case.act is Act.GIVE_INFO and keys == ("service",):
+        return "service"
+    if case.act is Act.CORRECTION and keys == ("name",):
+        return "name"
+    if case.act is Act.CORRECTION and keys in (("time",), ("day",)):
+        return f"change {keys[0]}"
+    return None
+
+
+def _said(value: str, line: str) -> str | None:
+    """`value` as the line spells it (case aside), or None when the line does not."""
+    found = re.search(rf"\b{re.escape(value)}\b", line, re.IGNORECASE)
+    return found.group(0) if found else None
+
+
+def _booked(dialogue: Dialogue) -> dict[str, str] | None:
+    """The arguments of the dialogue's booking call, if it made one."""
+    for turn in dialogue.turns:
+        if isinstance(turn, AgentCall) and turn.tool == "book_service":
+            return {k: str(v) for k, v in turn.arguments.items()}
+    return None
+
+
+def _stand_in(example: Example, kind: str, case: LineCase, booked: dict[str, str] | None
+              ) -> AgentAction | None:  # fmt: skip
+    """The answer to `example`'s history with its latest caller line replaced by `case`
+    (a line of `kind`), by the simulator's policy; None where the policy's answer would
+    need what the substitution cannot keep right."""
+    action = example.action
+    if kind == "yes":  # the answer follows from the read-back, not from the words
+        other = [w for tool, words in _YES_WORDS.items() for w in words
+                 if not (isinstance(action, AgentCall) and action.tool == tool)]  # fmt: skip
+        return None if re.search(rf"\b({'|'.join(other)})", case.line, re.I) else action
+    if isinstance(action, AgentSay) and action.text in (lines.ASK_NAME, lines.ASK_DAY):
+        # asks the next thing; the value given is not repeated
+        return action if kind in ("time", "service") else None
+    if isinstance(action, AgentCall) and action.tool == "check_availability":
+        if kind == "service":
+            return AgentCall(action.tool, {**action.arguments, "service": case.args["service"]})
+        if kind != "day" or _said(case.args["day"], case.line) is None:
+            return None  # "the day after tomorrow": the grounding would not find the day
+        return AgentCall(action.tool, {**action.arguments, "day": case.args["day"]})
+    if booked is None or not isinstance(action, AgentSay):
+        return None
+    if action.text != lines.confirm_booking(**booked):
+        return None  # a read-back of other values than the booking made
+    field = {"name": "name", "change time": "time", "change day": "day"}.get(kind)
+    if field is None:
+        return None
+    value = case.args[field]
+    if field in ("name", "day"):
+        said = _said(value, case.line)
+        if said is None:
+            return None
+        value = said if field == "name" else value
+    readback = lines.confirm_booking(**{**booked, field: value})
+    before = [t for t in example.history if isinstance(t, AgentSay)][-1:]
+    return None if before == [AgentSay(readback)] else AgentSay(readback)  # no change made
+
+
+def mid_call_examples(
+    dialogues: Iterable[Dialogue], cases: Iterable[LineCase], seed: int = 0
+) -> list[Example]:
+    """Copies of simulator steps whose latest caller line is a plain yes, or a time, day,
+    service or name given or corrected on its own, with an independent line of the same
+    kind and values in its place and the simulator's answer to it (a read-back or a
+    lookup takes the new line's value). Each step gets one line, drawn at random."""
+    rng = random.Random(seed)
+    by_kind: dict[str, list[LineCase]] = {}
+    for case in cases:
+        kind = _kind(case)
+        if kind is not None:
+            by_kind.setdefault(kind, []).append(case)
+    frames = {f: k for k, pools in _MID_POOLS.items() for p in pools for f in p.train}
+    out: list[Example] = []
+    for dialogue in dialogues:
+        said = [i for i, t in enumerate(dialogue.turns) if isinstance(t, CallerTurn)]
+        frame_at = dict(zip(said, dialogue.templates, strict=False))
+        booked = _booked(dialogue)
+        for example in dialogue.examples:
+            kind = frames.get(frame_at.get(len(example.history) - 1, ""))
+            if kind is None or not by_kind.get(kind):
+                continue
+            case = rng.choice(by_kind[kind])
+            action = _stand_in(example, kind, case, booked)
+            if action is None:
+                continue
+            history = (*example.history[:-1], CallerTurn(spoken_digits(case.line.strip())))
+            out.append(replace(example, dialogue_id=f"{example.dialogue_id}+{case.id}",
+                               history=history, action=action))  # fmt: skip
     return out

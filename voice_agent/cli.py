@@ -132,10 +132,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _stacks_on_sigusr1() -> None:
+    """`kill -USR1 PID` prints every thread's stack to stderr (for a process that does not
+    stop); not where stderr is no file (main called in-process under a capture)."""
+    if not hasattr(signal, "SIGUSR1"):
+        return
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # no fileno: OSError
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if hasattr(signal, "SIGUSR1"):  # `kill -USR1 PID`: every thread's stack, to stderr
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    _stacks_on_sigusr1()
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,7 @@ EXIT_FAILED = 1
 HEADLESS_RATE_HZ = ASR_RATE_HZ
 """Headless input is resampled to this rate and the reply WAV is written at it."""
 MIN_INPUT_RATE_HZ = PHONE_RATE_HZ
+HANG_UP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +113,37 @@ async def _run_devices(settings: Settings) -> int:
         call = LocalCall(devices.input_rate_hz, devices.output_rate_hz, MonotonicClock())
         print(f"voice-agent mic: listening on {devices.input_name!r} and speaking on "
               f"{devices.output_name!r}; Ctrl-C hangs up", file=sys.stderr)  # fmt: skip
-        # Ctrl-C: asyncio.run cancels this task; the call ends and is printed.
-        with contextlib.suppress(asyncio.CancelledError):
-            await call.run(session, device_line(sd, call, devices))
+        talk = asyncio.ensure_future(call.run(session, device_line(sd, call, devices)))
+        remove = _hang_up_on_signals(talk)
+        try:
+            with contextlib.suppress(asyncio.CancelledError):
+                await talk
+        finally:
+            remove()
     _print_call(session, [])
     return 0
+
+
+def _hang_up_on_signals(talk: asyncio.Future[None]) -> Callable[[], None]:
+    """Ctrl-C or SIGTERM ends the call (it is then printed); a second one gets the signal's
+    default action. On the loop rather than left to `asyncio.run`, which handles only
+    SIGINT and only when SIGINT has its default handler: a command started in the
+    background by a non-interactive shell inherits SIGINT ignored. Returns the remover."""
+    loop = asyncio.get_running_loop()
+
+    def remove() -> None:
+        for s in HANG_UP_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(s)
+
+    def received() -> None:
+        remove()
+        talk.cancel()
+
+    for s in HANG_UP_SIGNALS:
+        with contextlib.suppress(NotImplementedError):  # loops without signal support
+            loop.add_signal_handler(s, received)
+    return remove
 
 
 @contextlib.asynccontextmanager

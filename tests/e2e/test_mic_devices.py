@@ -136,9 +136,12 @@ def test_the_mic_demo_hears_through_real_devices_and_barge_in_clears_the_speaker
     records = tmp_path / "turns.jsonl"
     env = {**pulse.env, "VOICE_AGENT_MODELS__TTS_BACKEND": "espeak",
            "VOICE_AGENT_HEARING__END_OF_TURN": "silence", "PYTHONUNBUFFERED": "1"}  # fmt: skip
+    # Started as a background job of a non-interactive shell is (CI's may be): with SIGINT
+    # ignored, which asyncio.run alone leaves so, and Ctrl-C would not stop it.
     mic = subprocess.Popen(
         [sys.executable, "-m", "voice_agent.cli", "mic", "--records", str(records)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )  # fmt: skip
     recorder = subprocess.Popen(
         ["parecord", "--device=speaker.monitor", f"--rate={RATE_HZ}", "--channels=1",

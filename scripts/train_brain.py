@@ -242,9 +242,10 @@ def main(argv: list[str] | None = None) -> None:
         p.error("--mid-call needs --callers (the independent lines to put in)")
     if args.callers:
         try:
-            natural = first_line_examples(read_cases(args.callers).lines, args.seed)
+            written = read_cases(args.callers).lines
+            natural = first_line_examples(written, args.seed)
             if args.mid_call:
-                mid = mid_call_examples(simulated, read_cases(args.callers).lines, args.seed)
+                mid = mid_call_examples(simulated, written, args.seed)
         except CaseError as exc:
             p.error(f"--callers: {exc}")
     steps = with_strays(steps, args.stray, args.seed) + heard + natural * args.callers_copies + mid

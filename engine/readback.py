@@ -12,7 +12,8 @@ enums, names: the request's `Grounding`), scored by the model. The answer ends w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from engine.tokenizer import TextTokenizer
@@ -41,6 +42,34 @@ class SayTemplate:
     def render(self, arguments: dict[str, str]) -> str:
         """The read-back's text for `arguments` (what the data generator writes)."""
         return "".join(p if isinstance(p, str) else p.render(arguments[p.key]) for p in self.pieces)
+
+    def read(self, text: str, options: Mapping[str, Sequence[str]]) -> dict[str, str] | None:
+        """The arguments a spoken read-back `text` stands for (`render`'s inverse), or None
+        when it is not this read-back whole. `options`: argument → its allowed values (an
+        enum's): such an argument must be spoken as one of them. An argument without
+        options is the words as spoken (a name)."""
+        spoken: dict[str, dict[str, str]] = {}
+        parts: list[str] = []
+        for piece in self.pieces:
+            if isinstance(piece, str):
+                parts.append(r"\s+".join(re.escape(w) for w in piece.split(" ")))
+                continue
+            key = piece.key
+            if key in spoken:
+                parts.append(rf"(?P={key})")
+                continue
+            said = {" ".join(piece.render(v).split()).casefold(): v for v in options.get(key, ())}
+            spoken[key] = said
+            ways = sorted(said, key=len, reverse=True)
+            body = "|".join(re.escape(w) for w in ways) if key in options else ".+?"
+            parts.append(rf"(?P<{key}>{body})")
+        found = re.fullmatch("".join(parts), " ".join(text.split()), re.IGNORECASE)
+        if found is None:
+            return None
+        return {
+            key: said[found.group(key).casefold()] if key in options else found.group(key)
+            for key, said in spoken.items()
+        }
 
     def segments(self) -> list[str | Spoken]:
         """The pieces cut at word starts, so each tokenizes as it would inside the whole

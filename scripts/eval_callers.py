@@ -111,6 +111,9 @@ class Runner:
         self.forwards = 0
         self.transcripts: dict[str, list[str]] = {}
         """Each call's dialogue as the model read it (caller lines with their hints)."""
+        self.degrades: dict[str, list[str]] = {}
+        """Each call's degraded turns: which caller line, what the agent did instead."""
+        self._degraded: list[str] = []
         self._n = 0
 
     def _shop(self, bookings: Sequence[Any] = ()) -> ShopContext:
@@ -135,6 +138,7 @@ class Runner:
 
     async def _turn(self, agent: Agent, ctx: ShopContext, line: str) -> Observed:
         reply: AgentReply = await agent.respond(line)
+        self._degraded += [f"{line!r}: {d.kind.value} {d.detail}" for d in reply.degrades]
         if reply.engine.requests:
             self.latencies_ms.append(reply.engine.latency_ms / reply.engine.requests)
         self.decided += reply.engine.decided_tokens
@@ -156,6 +160,7 @@ class Runner:
         ctx = self._shop(case.bookings)
         try:
             agent = self._agent(ctx)
+            self._degraded = []
             turns: list[Observed] = []
             for line in case.turns:
                 turns.append(await self._turn(agent, ctx, line))
@@ -163,6 +168,7 @@ class Runner:
                     break
             early = bool(turns[-1].ended) and len(turns) < len(case.turns)
             self.transcripts[case.id] = [render_turn(self._hinted(t)) for t in agent.turns]
+            self.degrades[case.id] = self._degraded
             return Outcome(*_rows(ctx), tuple(turns), early)
         finally:
             ctx.db.close()
@@ -210,13 +216,14 @@ async def evaluate(
     consent: str = "shipped",
     min_confidence: float = SHIPPED_MIN_CONFIDENCE,
     transcripts: dict[str, list[str]] | None = None,
+    degrades: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """Figures of `brain` on `cases` (at most `limit` of each kind). `hints`: the
     caller-hint scheme (None: the card's); `consent`: the agent's consent rule as the
     pipeline has it (`shipped`), on irreversible tools only, with lookups too, or `none`;
     `min_confidence`: the agent's bar under which it asks the caller again (0: it never
     does, to compare what two models decide). `transcripts`, when given, receives each
-    call's dialogue by case id."""
+    call's dialogue by case id; `degrades`, each call's degraded turns."""
     lines, calls = cases.lines[:limit], cases.calls[:limit]
     with tempfile.TemporaryDirectory() as tmp:
         runner = Runner(brain, Path(tmp), hints, consent, min_confidence)
@@ -228,6 +235,8 @@ async def evaluate(
             await runner.engine.close()
     if transcripts is not None:
         transcripts.update(runner.transcripts)
+    if degrades is not None:
+        degrades.update(runner.degrades)
     by_act: dict[str, Counter[str]] = defaultdict(Counter)
     for case, v in line_verdicts:
         by_act[case.act.value]["n"] += 1
@@ -292,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--transcripts", type=Path, default=None,
-        help="also write each call's dialogue (JSONL: id, verdict, turns) here",
+        help="also write each call's dialogue (JSONL: id, failures, turns, degrades) here",
     )  # fmt: skip
     args = p.parse_args(argv)
     if not 0.0 <= args.min_confidence <= 1.0:
@@ -303,8 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     brain = load(args.dlm)
     started = time.monotonic()
     dialogues: dict[str, list[str]] = {}
+    degraded: dict[str, list[str]] = {}
     run = evaluate(brain, cases, args.limit, args.hints, args.consent, args.min_confidence,
-                   dialogues)  # fmt: skip
+                   dialogues, degraded)  # fmt: skip
     figures = asyncio.run(run)
     figures["hints"] = args.hints or brain.card.prompt_hints
     figures["min_confidence"] = args.min_confidence
@@ -316,7 +326,10 @@ def main(argv: list[str] | None = None) -> int:
     args.json.write_text(json.dumps(figures, indent=1))
     if args.transcripts is not None:
         failed = figures["text"]["call_failures"]
-        rows = ({"id": i, "failures": failed.get(i, []), "turns": t} for i, t in dialogues.items())
+        rows = (
+            {"id": i, "failures": failed.get(i, []), "turns": t, "degrades": degraded.get(i, [])}
+            for i, t in dialogues.items()
+        )
         args.transcripts.parent.mkdir(parents=True, exist_ok=True)
         args.transcripts.write_text("".join(json.dumps(r) + "\n" for r in rows))
     brief = {k: figures["text"][k] for k in ("exact_action", "exact_action_first_lines",

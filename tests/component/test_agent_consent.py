@@ -1,7 +1,8 @@
 """The agent's consent rule on irreversible tools, with the real sentence encoder reading
 the caller's line (`tools.bike_shop.pack.CONSENT`): a transfer, hang-up or cancellation
 the caller's words did not ask for is not run, and the model answers again without that
-tool; one the caller asked for runs. The engine is the scripted test double of
+tool; one the caller asked for runs. A write runs only right after the caller said yes to
+its read-back, with the values read back. The engine is the scripted test double of
 tests/unit/test_agent.py (what a model would decide is not under test here)."""
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from pathlib import Path
 import pytest
 
 from engine.tokenizer import TextTokenizer
-from tests.unit.test_agent import MONDAY_10AM, ScriptedEngine, call, run, say
+from tests.unit.test_agent import BOOKING, MONDAY_10AM, ScriptedEngine, bookings, call, run, say
 from tools.bike_shop.db import ShopContext
 from tools.bike_shop.pack import CONSENT, PACK
+from tools.bike_shop.readbacks import CONFIRM_BOOKING
 from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, DegradeKind, ReplyKind
+from voice_agent.dialogue.format import AgentSay
 from voice_agent.dialogue.hints import CallerHints
 
 TOKENIZER = Path(__file__).resolve().parents[2] / "engine/checkpoints/brain-dlm/tokenizer.json"
@@ -83,3 +86,42 @@ def test_without_hints_there_is_no_consent_rule(tok: TextTokenizer, shop: ShopCo
     rule is off rather than refusing every hand-off."""
     agent = Agent(ScriptedEngine(tok, call(tok, "end_call")), tok, PACK, shop, consent=CONSENT)
     assert run(agent.respond("tell me about brakes")).kind is ReplyKind.HANG_UP
+
+
+def test_a_booking_without_its_read_back_is_read_back_instead_of_written(
+    tok: TextTokenizer, shop: ShopContext, hints: CallerHints
+) -> None:
+    """The caller's yes answered a question, not a read-back (seen in a dev call: "yes
+    please" after "Sorry, could you say that again?" booked a brake check at nine nobody
+    asked for): the booking is read back, nothing is written until the caller agrees."""
+    engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING), call(tok, "book_service",
+                            **BOOKING), say(tok, "You're booked."))  # fmt: skip
+    agent = Agent(engine, tok, PACK, shop, hints=hints, consent=CONSENT)
+    agent.greet()
+    agent.turns.append(AgentSay("Sorry, could you say that again?"))
+    first = run(agent.respond("yes please"))
+    assert first.kind is ReplyKind.SAY and first.text == CONFIRM_BOOKING.render(BOOKING)
+    assert first.tool_calls == () and bookings(shop) == []
+    assert [d.kind for d in first.degrades] == [DegradeKind.NOT_READ_BACK]
+    second = run(agent.respond("yes that's right"))
+    assert second.text == "You're booked." and not second.degrades
+    assert bookings(shop) == [("2025-06-04", "10:00", "brake check")]
+
+
+def test_a_booking_after_its_read_back_runs_with_the_values_read_back(
+    tok: TextTokenizer, shop: ShopContext, hints: CallerHints
+) -> None:
+    """The model's call after the yes names another time and name than the read-back (a
+    dev call booked the name "merci" from "yes, merci"): what runs is what the caller
+    heard and accepted."""
+    wrong = {**BOOKING, "name": "Merci", "time": "11:00"}
+    engine = ScriptedEngine(tok, call(tok, "book_service", **wrong), say(tok, "You're booked."))
+    agent = Agent(engine, tok, PACK, shop, hints=hints, consent=CONSENT)
+    agent.greet()
+    agent.turns.append(AgentSay(CONFIRM_BOOKING.render(BOOKING)))
+    reply = run(agent.respond("yes, merci"))
+    assert [d.kind for d in reply.degrades] == [DegradeKind.READ_BACK_VALUES]
+    assert bookings(shop) == [("2025-06-04", "10:00", "brake check")]
+    assert bookings(shop, "Merci") == []
+    (record,) = reply.tool_calls
+    assert record.arguments == BOOKING

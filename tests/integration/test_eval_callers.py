@@ -34,6 +34,8 @@ def test_two_cases_of_each_kind_are_scored_and_the_calls_transcribed(tmp_path: P
         assert heard and len(heard) <= len(call.turns)  # a hand-off ends a call early
         assert all(" ~ " in t for t in heard)  # each line with the hint it was given
         assert row["failures"] == figures["text"]["call_failures"].get(call.id, [])
+        said = {repr(line) for line in call.turns}
+        assert all(d.split(": ", 1)[0] in said for d in row["degrades"])  # which line
 
 
 def test_a_bad_confidence_bar_is_refused(tmp_path: Path) -> None:

@@ -75,6 +75,8 @@ def calls(
         ("1 pm", {"13:00"}),
         ("one o'clock", {"13:00"}),
         ("at noon", {"12:00"}),
+        ("say half twelve", {"12:30"}),  # British: half past
+        ("er, morning, half nine", {"09:30"}),
         ("one of the floor pumps", set()),  # a bare "one" is not a time
         ("item 1 8 8", set()),  # digits read out one by one are not a time
         ("order 4 1 7 2", set()),

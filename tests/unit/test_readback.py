@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import get_args
 
 import pytest
 import torch
@@ -133,3 +134,19 @@ def test_a_relay_opens_on_a_whole_word_up_to_an_apostrophe(tok: TextTokenizer) -
     assert opening(" Cancelled your booking") == " Cancelled"  # never " Can"
     assert opening(" You're booked in") == " You"
     assert opening(" Sorry, ten is taken") == " Sorry"
+
+
+def test_a_spoken_read_back_reads_back_into_its_arguments() -> None:
+    """`SayTemplate.read` inverts `render`: enum values by how they are spoken, a name as
+    the words said; anything else (another sentence, a value outside the enum) is None."""
+    options = {"day": get_args(schemas.Day), "time": get_args(schemas.SlotTime),
+               "service": get_args(schemas.Service)}  # fmt: skip
+    args = {"service": "tune-up", "day": "saturday next week", "time": "12:30",
+            "name": "Niamh Byrne"}  # fmt: skip
+    spoken = CONFIRM_BOOKING.render(args)
+    assert CONFIRM_BOOKING.read(spoken, options) == args
+    assert CONFIRM_BOOKING.read(spoken.upper().replace(" ", "  "), options) == {
+        **args, "name": "NIAMH BYRNE"}  # fmt: skip
+    assert CONFIRM_BOOKING.read("Sorry, could you say that again?", options) is None
+    assert CONFIRM_BOOKING.read(spoken.replace("tune-up", "spa day"), options) is None
+    assert CONFIRM_BOOKING.read(spoken.replace("Niamh Byrne", ""), options) is None

@@ -129,10 +129,10 @@ _NOT_BEFORE_DIGITS = r"(?!\d|[:.,]\d| \d)"
 
 def _time_said_as(slot: str) -> str:
     """How a caller says the start time `slot` ("HH:MM"): "9:30", "9.30", "09:30",
-    "half past nine", "nine thirty"; a whole hour also bare ("at 2", "three sharp",
-    "10 am"). Every slot's 12-hour reading is unique within shop hours, so a bare "2" can
-    only be 14:00. A bare "one" is too common a word ("one of those") to count; "one
-    o'clock" and "1 pm" do."""
+    "half past nine", "half nine" (British), "nine thirty"; a whole hour also bare ("at 2",
+    "three sharp", "10 am"). Every slot's 12-hour reading is unique within shop hours, so a
+    bare "2" can only be 14:00. A bare "one" is too common a word ("one of those") to count;
+    "one o'clock" and "1 pm" do."""
     hour24, minute = (int(part) for part in slot.split(":"))
     hour12 = hour24 % 12 or 12
     word = _HOUR_WORDS[hour12]
@@ -142,6 +142,7 @@ def _time_said_as(slot: str) -> str:
         forms = [
             rf"{_NOT_AFTER_DIGITS}(?:{numbers})[:. ]30{_NOT_BEFORE_DIGITS}",
             rf"\bhalf past {word}\b",
+            rf"\bhalf {word}\b",  # British: "half nine" is 9:30
             rf"\b{word}[- ]thirty\b",
         ]
     else:
@@ -150,7 +151,7 @@ def _time_said_as(slot: str) -> str:
             bare_word = r"\bone(?= o'?clock| ?[ap]\.?m\b)"
         forms = [
             rf"{_NOT_AFTER_DIGITS}(?:{numbers})(?:[:.]00)?{_NOT_BEFORE_DIGITS}(?! ?30\b)",
-            rf"(?<!past ){bare_word}",
+            rf"(?<!past )(?<!half ){bare_word}",
         ]
         if hour24 == 12:
             forms.append(r"\b(?:noon|midday)\b")

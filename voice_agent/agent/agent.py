@@ -38,7 +38,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, get_args, get_origin
 
 from pydantic import BaseModel
 
@@ -123,6 +123,15 @@ class AgentConfig:
     answered with "say that again" (seen in tests/e2e/test_booking_call.py)."""
 
 
+def enum_options(model: type[BaseModel]) -> dict[str, tuple[str, ...]]:
+    """The allowed values of each enum (Literal) argument of a tool's argument model."""
+    return {
+        key: tuple(str(v) for v in get_args(f.annotation))
+        for key, f in model.model_fields.items()
+        if get_origin(f.annotation) is Literal
+    }
+
+
 class EngineStalled(TimeoutError):
     """The engine gave no answer by the request's deadline plus `engine_stall_s`."""
 
@@ -204,10 +213,14 @@ class Agent:
         with (voice_agent/dialogue/hints.py `for_card`), shown on the latest caller line.
         `consent`: tool → the caller acts (hint labels) that ask for it
         (the pipeline passes `pack.consent`); a call of such a tool after a caller line of
-        another act is not run, and the model answers again without that tool. Off
-        without `hints` (no reading of the caller's line to go by)."""
+        another act is not run, and the model answers again without that tool; such a
+        tool with a read-back in the pack also runs only right after its read-back, with
+        the read-back's values (`_read_back`). Off without `hints` (no reading of the
+        caller's line to go by)."""
         self.config = config or AgentConfig()
         self._consent = dict(consent or {}) if hints is not None else {}
+        self._readbacks = {t.tool: t for t in pack.readbacks if t.tool in self._consent}
+        self._options = {tool: enum_options(pack.argument_models[tool]) for tool in self._readbacks}
         self._narrowed: dict[frozenset[str], CallGrammar] = {}
         self._engine = engine
         self._tok = tok
@@ -316,6 +329,14 @@ class Agent:
                     turn.degrade(DegradeKind.NOT_ASKED, f"not run: {action.json()} ({unasked})")
                     turn.withheld |= {action.tool}
                     continue
+                confirmed = self._read_back(action)
+                if isinstance(confirmed, str):
+                    turn.degrade(DegradeKind.NOT_READ_BACK, f"not run: {action.json()}")
+                    return self._finish(turn, ReplyKind.SAY, confirmed)
+                if confirmed != action:
+                    changed = f"{action.json()} -> {confirmed.json()}"
+                    turn.degrade(DegradeKind.READ_BACK_VALUES, changed)
+                    action = confirmed
                 reply = await self._call(turn, action, generation, tracker)
                 if reply is not None:
                     return reply
@@ -336,6 +357,25 @@ class Agent:
         assert isinstance(line, CallerTurn)
         act = self._hints.hint(line.text)
         return "" if act in acts else f"the caller's line reads as {act!r}"
+
+    def _read_back(self, call: AgentCall) -> AgentCall | str:
+        """A write with a read-back (the pack's `readbacks`, under the consent rule) runs
+        only as the caller heard it: right after the agent spoke that read-back, with the
+        read-back's values (what the caller said yes to), whatever values the model put in
+        the call. Without one just before the caller's line, the read-back of the model's
+        call (a str) is spoken instead, so nothing is written that the caller did not
+        hear and accept."""
+        template = self._readbacks.get(call.tool)
+        if template is None:
+            return call
+        last = last_caller(self.turns)
+        before = self.turns[last - 1] if last > 0 else None
+        if isinstance(before, AgentSay):
+            heard = template.read(before.text, self._options[call.tool])
+            if heard is not None:
+                args = {k: heard.get(k, v) for k, v in call.arguments.items()}
+                return call if args == dict(call.arguments) else AgentCall(call.tool, args)
+        return template.render({k: str(v) for k, v in call.arguments.items()})
 
     def _grammar_for(self, withheld: frozenset[str]) -> CallGrammar:
         """The call grammar without the `withheld` tools (built once per set)."""

@@ -59,6 +59,12 @@ class DegradeKind(Enum):
     NOT_ASKED = "not_asked"
     """The model called an irreversible tool the caller's words did not ask for (the
     agent's consent rule); it was not run and the model answered again without it."""
+    NOT_READ_BACK = "not_read_back"
+    """The model called a write whose read-back the caller had not just heard and
+    accepted; the read-back of its call was spoken instead, and nothing ran."""
+    READ_BACK_VALUES = "read_back_values"
+    """The model's write after the caller's yes differed from the read-back the caller
+    said yes to; it ran with the read-back's values."""
     STREAM_MISMATCH = "stream_mismatch"
     """Speech had been streamed before the answer turned out unusable; the streamed part
     stands as the reply (it may already be playing)."""

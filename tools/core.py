@@ -11,6 +11,8 @@ another):
   with a speakable `say` line); a refusal is a `ToolError`;
 * `readbacks`: the lines the agent reads back before a write (`engine.readback.SayTemplate`);
 * `consent`: tool → the caller acts (the brain's caller-hint labels) that ask for it;
+* `closing`: tools under `consent` that a line's closing words may ask for (a goodbye or
+  a request for a person said after something else); the others need the whole line;
 * `notes`: extra text the model reads after a result or a refusal (ids to copy from it);
 * `open`: the pack's state for one process (its database): `open(where, now)` with the
   address from `[tools] database_url` or `[pipeline] shop_db` and the business's wall
@@ -137,6 +139,7 @@ class ToolPack(Generic[C]):
     open: Callable[[str, Callable[[], datetime]], PackState[C]] = _unset_open
     readbacks: tuple[SayTemplate, ...] = ()
     consent: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    closing: frozenset[str] = frozenset()
     notes: Callable[[object], str] = no_notes
     """Text appended to a result's or a refusal's line for the model (`[107 winter tyre]`)."""
 
@@ -150,6 +153,9 @@ class ToolPack(Generic[C]):
         unknown = set(self.consent) - set(self.tools)
         if unknown:
             raise ValueError(f"tool pack {self.name}: consent for unknown tools {sorted(unknown)}")
+        if not self.closing <= set(self.consent):
+            wrong = sorted(self.closing - set(self.consent))
+            raise ValueError(f"tool pack {self.name}: closing for tools without consent {wrong}")
 
     @property
     def argument_models(self) -> dict[str, type[BaseModel]]:

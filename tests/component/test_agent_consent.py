@@ -125,3 +125,40 @@ def test_a_booking_after_its_read_back_runs_with_the_values_read_back(
     assert bookings(shop, "Merci") == []
     (record,) = reply.tool_calls
     assert record.arguments == BOOKING
+
+
+@pytest.mark.parametrize(
+    ("line", "tool", "kind"),
+    [
+        ("delivered? oh, it must be with the neighbours then. right, thanks, bye", "end_call",
+         ReplyKind.HANG_UP),
+        ("shipped? it's been nearly two weeks, this is ridiculous. can I talk to someone "
+         "about it please", "transfer_to_human", ReplyKind.TRANSFER),
+    ],
+)  # fmt: skip
+def test_a_goodbye_or_a_request_for_a_person_at_the_end_of_a_line_counts(
+    line: str, tool: str, kind: ReplyKind, tok: TextTokenizer, shop: ShopContext,
+    hints: CallerHints,
+) -> None:  # fmt: skip
+    """The whole line reads as an order question; its closing words ask for the hand-off
+    (dev calls whose callers were kept on the line)."""
+    assert hints.hint(line) not in CONSENT[tool]
+    args = {"reason": "caller asked"} if tool == "transfer_to_human" else {}
+    agent = Agent(ScriptedEngine(tok, call(tok, tool, **args)), tok, PACK, shop, hints=hints,
+                  consent=CONSENT)  # fmt: skip
+    reply = run(agent.respond(line))
+    assert reply.kind is kind and not reply.degrades
+
+
+def test_a_write_needs_the_whole_line_to_be_a_yes(
+    tok: TextTokenizer, shop: ShopContext, hints: CallerHints
+) -> None:
+    """ "perfect" at the end of "yes, two sets, perfect" reads as a yes, but the line
+    answers another question than the booking read back: no booking."""
+    engine = ScriptedEngine(tok, call(tok, "book_service", **BOOKING), say(tok, "Two sets?"))
+    agent = Agent(engine, tok, PACK, shop, hints=hints, consent=CONSENT)
+    agent.greet()
+    agent.turns.append(AgentSay(CONFIRM_BOOKING.render(BOOKING)))
+    reply = run(agent.respond("yes, two sets, perfect"))
+    assert [d.kind for d in reply.degrades] == [DegradeKind.NOT_ASKED]
+    assert bookings(shop) == []

@@ -37,6 +37,7 @@ from voice_agent.agent import (
     pack_grammar,
     same_words,
 )
+from voice_agent.agent.agent import closing_parts
 from voice_agent.agent.streaming import SayStreamer
 from voice_agent.clock import FakeClock
 from voice_agent.dialogue.format import AgentCall, AgentSay, CallerTurn, ToolResultTurn
@@ -587,3 +588,21 @@ def test_a_write_never_lands_after_the_apology_for_it(
         assert (reply.kind, reply.text) == (ReplyKind.FALLBACK, PHRASES.tool_failed)
         time.sleep(0.5)  # the tool's thread reaches its commit and is refused
         assert bookings(shop) == []
+
+
+@pytest.mark.parametrize(
+    ("line", "parts"),
+    [
+        ("delivered? oh, it must be with the neighbours then. right, thanks, bye",
+         ["right, thanks, bye", "bye"]),
+        ("this is ridiculous, honestly. can I talk to someone please?",
+         ["can I talk to someone please"]),
+        ("dziekuje, bye", ["bye"]),
+        ("yes please", []),
+        ("hello?", []),
+    ],
+)  # fmt: skip
+def test_the_closing_words_of_a_line_are_its_last_sentence_and_clause(
+    line: str, parts: list[str]
+) -> None:
+    assert closing_parts(line) == parts

@@ -105,6 +105,8 @@ def test_a_pack_that_names_tools_it_lacks_is_refused() -> None:
         ToolPack("bad", {"find_table": spec}, (), readbacks=BIKE_SHOP.readbacks)
     with pytest.raises(ValueError, match="consent for unknown"):
         ToolPack("bad", {"find_table": spec}, (), consent={"end_call": frozenset({"done"})})
+    with pytest.raises(ValueError, match=r"closing for tools without consent \['find_table'\]"):
+        ToolPack("bad", {"find_table": spec}, (), closing=frozenset({"find_table"}))
     assert isinstance(spec, ToolSpec)
 
 

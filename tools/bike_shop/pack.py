@@ -156,6 +156,7 @@ PACK: ToolPack[ShopContext] = ToolPack(
     open=open_state,
     readbacks=READBACKS,
     consent=CONSENT,
+    closing=frozenset({"end_call", "transfer_to_human"}),
     notes=result_notes,
 )
 """The bike shop as a tool pack (`[tools] pack = "bike_shop"`, the default)."""

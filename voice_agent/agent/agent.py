@@ -132,6 +132,23 @@ def enum_options(model: type[BaseModel]) -> dict[str, tuple[str, ...]]:
     }
 
 
+_SENTENCE_END = re.compile(r"[.?!;]+\s+")
+
+
+def closing_parts(line: str) -> list[str]:
+    """How a caller's line ends, besides the line itself: its last sentence and its last
+    comma clause, when they are shorter than the line (a request or a goodbye said after
+    something else: "shipped? that's ridiculous. can I talk to someone please")."""
+    text = line.strip().rstrip(".?!; ")
+    sentence = _SENTENCE_END.split(text)[-1].strip()
+    parts = [sentence, sentence.rsplit(",", 1)[-1].strip()]
+    out: list[str] = []
+    for part in parts:
+        if part and part != text and part not in out and _WORD.search(part):
+            out.append(part)
+    return out
+
+
 class EngineStalled(TimeoutError):
     """The engine gave no answer by the request's deadline plus `engine_stall_s`."""
 
@@ -324,7 +341,7 @@ class Agent:
                 if generation == self.config.max_tool_steps:
                     turn.degrade(DegradeKind.TOOL_STEP_CAP, f"not run: {action.json()}")
                     break
-                unasked = self._unasked(action)
+                unasked = await self._unasked(action)
                 if unasked:
                     turn.degrade(DegradeKind.NOT_ASKED, f"not run: {action.json()} ({unasked})")
                     turn.withheld |= {action.tool}
@@ -346,9 +363,13 @@ class Agent:
         finally:
             self._task = None
 
-    def _unasked(self, call: AgentCall) -> str:
+    async def _unasked(self, call: AgentCall) -> str:
         """Why `call` is not what the caller asked for ('' when it is): a tool with a
-        consent rule needs the latest caller line's act among the rule's acts."""
+        consent rule needs the act of the latest caller line among the rule's acts; a tool
+        of the pack's `closing` may have it from the line's closing words instead
+        (`closing_parts`: "... it must be with the neighbours then. right, thanks, bye"
+        reads as an order line whole, as a goodbye at its end). A write needs the whole
+        line: "yes, two sets, perfect" after a read-back of another thing is no yes."""
         acts = self._consent.get(call.tool)
         if acts is None or self._hints is None:
             return ""
@@ -356,7 +377,12 @@ class Agent:
         line = self.turns[last]
         assert isinstance(line, CallerTurn)
         act = self._hints.hint(line.text)
-        return "" if act in acts else f"the caller's line reads as {act!r}"
+        if act in acts:
+            return ""
+        for part in closing_parts(line.text) if call.tool in self.pack.closing else ():
+            if await asyncio.to_thread(self._hints.hint, part) in acts:
+                return ""
+        return f"the caller's line reads as {act!r}"
 
     def _read_back(self, call: AgentCall) -> AgentCall | str:
         """A write with a read-back (the pack's `readbacks`, under the consent rule) runs

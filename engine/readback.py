@@ -43,13 +43,15 @@ class SayTemplate:
         """The read-back's text for `arguments` (what the data generator writes)."""
         return "".join(p if isinstance(p, str) else p.render(arguments[p.key]) for p in self.pieces)
 
-    def read(self, text: str, options: Mapping[str, Sequence[str]]) -> dict[str, str] | None:
-        """The arguments a spoken read-back `text` stands for (`render`'s inverse), or None
-        when it is not this read-back whole. `options`: argument → its allowed values (an
-        enum's): such an argument must be spoken as one of them. An argument without
-        options is the words as spoken (a name)."""
-        spoken: dict[str, dict[str, str]] = {}
+    def pattern(
+        self, options: Mapping[str, Sequence[str]], free: str = r".+?"
+    ) -> tuple[str, dict[str, dict[str, str]]]:
+        """A regex matching the read-back as spoken, one named group per argument, and
+        for each argument its spoken forms (case-folded) → value. `options`: argument →
+        its allowed values (an enum's), each spoken as the template says it; an argument
+        without options (a name) is `free` words and maps to nothing."""
         parts: list[str] = []
+        spoken: dict[str, dict[str, str]] = {}
         for piece in self.pieces:
             if isinstance(piece, str):
                 parts.append(r"\s+".join(re.escape(w) for w in piece.split(" ")))
@@ -61,15 +63,16 @@ class SayTemplate:
             said = {" ".join(piece.render(v).split()).casefold(): v for v in options.get(key, ())}
             spoken[key] = said
             ways = sorted(said, key=len, reverse=True)
-            body = "|".join(re.escape(w) for w in ways) if key in options else ".+?"
+            body = "|".join(re.escape(w) for w in ways) if key in options else free
             parts.append(rf"(?P<{key}>{body})")
-        found = re.fullmatch("".join(parts), " ".join(text.split()), re.IGNORECASE)
-        if found is None:
-            return None
-        return {
-            key: said[found.group(key).casefold()] if key in options else found.group(key)
-            for key, said in spoken.items()
-        }
+        return "".join(parts), spoken
+
+    def read(self, text: str, options: Mapping[str, Sequence[str]]) -> dict[str, str] | None:
+        """The arguments a spoken read-back `text` stands for (`render`'s inverse), or None
+        when it is not this read-back whole (`pattern`; case and spacing aside)."""
+        body, spoken = self.pattern(options)
+        found = re.fullmatch(body, " ".join(text.split()), re.IGNORECASE)
+        return None if found is None else heard_values(found, spoken)
 
     def segments(self) -> list[str | Spoken]:
         """The pieces cut at word starts, so each tokenizes as it would inside the whole
@@ -87,6 +90,11 @@ class SayTemplate:
                 out.append(replace(piece, render=_spaced(piece.render, carry)))
                 carry = ""
         return out
+
+
+def heard_values(found: re.Match[str], spoken: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """The values a match of a read-back's `pattern` spoke, by argument."""
+    return {key: said.get(found[key].casefold(), found[key]) for key, said in spoken.items()}
 
 
 def _spaced(render: Callable[[str], str], prefix: str) -> Callable[[str], str]:

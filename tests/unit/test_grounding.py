@@ -78,6 +78,9 @@ def calls(
         ("say half twelve", {"12:30"}),  # British: half past
         ("er, morning, half nine", {"09:30"}),
         ("one of the floor pumps", set()),  # a bare "one" is not a time
+        ("could you make it one instead", {"13:00"}),
+        ("at one if you can", {"13:00"}),
+        ("look at one of those locks", set()),
         ("item 1 8 8", set()),  # digits read out one by one are not a time
         ("order 4 1 7 2", set()),
     ],
@@ -86,6 +89,22 @@ def test_a_start_time_is_heard_however_a_caller_says_it(said: str, times: set[st
     heard = {t for t in get_args(schemas.SlotTime)
              if re.search(schemas._time_said_as(t), said, re.IGNORECASE)}  # fmt: skip
     assert heard == times
+
+
+@pytest.mark.parametrize(
+    ("said", "times"),
+    [
+        ("oh no, sorry, not eleven, I've got the kids' football at eleven. could you make it "
+         "one instead", {"13:00"}),
+        ("I can't do ten, how about half past two", {"14:30"}),
+        ("not eleven", {"11:00"}),  # the only time named: the model decides
+        ("eleven or one o'clock", {"11:00", "13:00"}),
+    ],
+)  # fmt: skip
+def test_a_time_ruled_out_beside_another_is_not_offered(
+    tok: TextTokenizer, said: str, times: set[str]
+) -> None:
+    assert heard_in(tok, "book_service", "time", said) == times
 
 
 def test_the_latest_caller_line_to_name_a_value_wins(tok: TextTokenizer) -> None:

@@ -40,6 +40,11 @@ CLOSED = NUMBER_WORDS | {"tomorrow", "friday", "tune-up", "tune", "up", "brake",
         # the latest cued name wins (a correction), and a later "yes" is no name
         (["it's anna okafor", "no sorry, it's actually zofia kowalczyk", "yes please"],
          "zofia kowalczyk"),
+        # another language's thanks or goodbye said later is no name (dev calls booked
+        # "merci" and "dziekuje")
+        (["Sophie Laurent", "yes, merci"], "Sophie Laurent"),
+        (["Ewa Nowak", "yeah, all good", "dziekuje, bye"], "Ewa Nowak"),
+        (["Marta Silva.", "obrigada, tchau, adios"], "Marta Silva"),
     ],
 )  # fmt: skip
 def test_the_best_guess_is_the_callers_name(lines: list[str], best: str) -> None:

@@ -132,7 +132,7 @@ def _time_said_as(slot: str) -> str:
     "half past nine", "half nine" (British), "nine thirty"; a whole hour also bare ("at 2",
     "three sharp", "10 am"). Every slot's 12-hour reading is unique within shop hours, so a
     bare "2" can only be 14:00. A bare "one" is too common a word ("one of those") to count;
-    "one o'clock" and "1 pm" do."""
+    "one o'clock", "1 pm", "at one" and "make it one" do."""
     hour24, minute = (int(part) for part in slot.split(":"))
     hour12 = hour24 % 12 or 12
     word = _HOUR_WORDS[hour12]
@@ -148,7 +148,10 @@ def _time_said_as(slot: str) -> str:
     else:
         bare_word = rf"\b{word}\b(?![- ](?:thirty|fifteen|forty|twenty|fifty))"
         if word == "one":
-            bare_word = r"\bone(?= o'?clock| ?[ap]\.?m\b)"
+            bare_word = (
+                r"(?:\bone(?= o'?clock| ?[ap]\.?m\b)"
+                r"|(?<=\bmake it )one\b|(?<=\bat )one\b(?! (?:of|point|time|go)\b))"
+            )
         forms = [
             rf"{_NOT_AFTER_DIGITS}(?:{numbers})(?:[:.]00)?{_NOT_BEFORE_DIGITS}(?! ?30\b)",
             rf"(?<!past )(?<!half ){bare_word}",

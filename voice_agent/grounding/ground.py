@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.constraints import CallGrammar, Grounder, Grounding, Slot, SlotKind
-from engine.readback import SayTemplate
+from engine.readback import SayTemplate, Spoken, heard_values
 from engine.tokenizer import Special
 from voice_agent.grounding.names import name_phrases
 from voice_agent.grounding.said import (
@@ -53,6 +53,12 @@ AGENT_OWN = re.compile(
 """What the agent said, thought or called: never a source of grounded values."""
 PHRASE_BREAK = re.compile(r"[.,!?;:]|<[^<>\s]+>")
 """Phrases never span punctuation or a special token (`<caller>`, `<result>`, ...)."""
+NEGATED = re.compile(
+    r"(?:\bnot|\bnever|n't(?: do| make)?|\bcannot(?: do| make)?)\s+(?:on |at |the )?$",
+    re.IGNORECASE,
+)
+"""Text that ends just before a value the caller rules out ("not eleven", "can't do
+monday")."""
 MAX_PHRASE_WORDS = 4
 CALLER_SPEECH = re.compile(rf"{re.escape(Special.CALLER)}([^<]*)")
 NUMBER_WORDS = frozenset((
@@ -224,7 +230,9 @@ def _words(text: str) -> set[str]:
 
 def _said_in(slot: Slot, text: str) -> set[str]:
     """The values of an enum `slot` that `text` names, less those only ever named inside
-    another's words ("next monday" names next monday, not monday)."""
+    another's words ("next monday" names next monday, not monday), and less those it
+    names after a negation when it names others ("not eleven, I've got football at
+    eleven. could you make it one" names one)."""
     spans: list[tuple[int, int, str]] = []
     for i, value in enumerate(slot.candidate_values):
         spans += [(*m.span(), value) for m in said_as_words(value).finditer(text)]
@@ -235,7 +243,10 @@ def _said_in(slot: Slot, text: str) -> set[str]:
         return any(a <= start and end <= b and (a, b) != (start, end) and other != value
                    for a, b, other in spans)  # fmt: skip
 
-    return {value for start, end, value in spans if not inside_another(start, end, value)}
+    named = [(start, value) for start, end, value in spans if not inside_another(start, end, value)]
+    values = {value for _, value in named}
+    negated = {value for start, value in named if NEGATED.search(text[:start])}
+    return values - negated if values - negated else values
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,27 +261,19 @@ class HeardReadback:
 
     @classmethod
     def of(cls, template: SayTemplate, slots: dict[str, Slot]) -> HeardReadback:
-        """The template's text verbatim, each enum argument as one of its values as the
-        template says it, any other argument as a run of words."""
-        parts = [re.escape(Special.SAY) + r"\s*"]
-        values: dict[str, dict[str, str]] = {}
-        for piece in template.pieces:
-            if isinstance(piece, str):
-                parts.append(re.escape(piece))
-                continue
-            slot = slots[piece.key]
-            if slot.kind is not SlotKind.ENUM:
-                values[piece.key] = {}
-                parts.append(f"(?P<{piece.key}>[^<]+?)")
-                continue
-            values[piece.key] = {piece.render(v): v for v in slot.candidate_values}
-            said = sorted(values[piece.key], key=len, reverse=True)
-            parts.append(f"(?P<{piece.key}>" + "|".join(map(re.escape, said)) + ")")
-        return cls(template.tool, re.compile("".join(parts)), values)
+        """The template's text (`SayTemplate.pattern`), each enum argument as one of its
+        values as the template says it, any other argument as a run of words."""
+        options = {
+            p.key: slots[p.key].candidate_values
+            for p in template.pieces
+            if isinstance(p, Spoken) and slots[p.key].kind is SlotKind.ENUM
+        }
+        body, values = template.pattern(options, free=r"[^<]+?")
+        return cls(template.tool, re.compile(re.escape(Special.SAY) + r"\s*" + body), values)
 
     def heard(self, match: re.Match[str]) -> dict[str, str]:
         """The values a match of `pattern` spoke, by key."""
-        return {key: said.get(match[key], match[key]) for key, said in self.values.items()}
+        return heard_values(match, self.values)
 
 
 @dataclass(frozen=True, slots=True)

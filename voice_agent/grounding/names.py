@@ -37,6 +37,14 @@ NOT_NAMES = frozenset((
     "yeah", "yep", "yup", "nope", "ok", "okay", "hey", "hi", "am", "pm",
 ))  # fmt: skip
 """Sounds, greetings and time marks a dictionary may not list in lower case."""
+COURTESY = frozenset((
+    "merci", "beaucoup", "revoir", "bonjour", "bonsoir", "salut", "gracias", "hola", "adios",
+    "adiós", "hasta", "luego", "danke", "schön", "tschüss", "tschuss", "wiedersehen", "grazie",
+    "ciao", "tchau", "prego", "obrigado", "obrigada", "dziekuje", "dziękuję", "dzieki", "dzięki",
+    "spasibo", "arigato", "arigatou", "shukran", "kiitos", "namaste", "cheerio", "adieu",
+))  # fmt: skip
+"""Thanks and goodbyes of other languages, which callers mix into English ("yes, merci";
+"dziekuje, bye") and no English dictionary lists: never a name."""
 CUE_NOISE = (NOT_NAMES - {"am", "pm"}) | {"so", "like", "well", "actually", "just", "yes",
                                           "please"}  # fmt: skip
 """Words a caller drops between a cue and the name ("name, um, so, is Sofia")."""
@@ -124,7 +132,9 @@ def _name_word(word: re.Match[str], line: str, closed: frozenset[str] | set[str]
     lower = text.lower()
     stem = CONTRACTION.sub("", lower)  # "it'll" is "it", "o'brien" stays whole
     parts = [p for p in re.split(r"['’-]", stem) if len(p) > 1]
-    if not parts or lower in NOT_NAMES or lower in closed or any(p in closed for p in parts):
+    if not parts or lower in NOT_NAMES | COURTESY or lower in closed:
+        return False
+    if any(p in closed for p in parts):
         return False
     if not all(p in common_words() for p in parts):
         return True  # "dubois", "o'brien"; not "it's" ("it" is a word, "s" too short)
@@ -142,7 +152,7 @@ def _after_strong_cue(line: str, closed: frozenset[str] | set[str]) -> list[str]
         words = NAME_WORD.findall(line, cue.end(), end.start() if end else len(line))
         for n in (1, 2):
             chosen = words[:n]
-            stop = closed | NOT_NAMES | FUNCTION_WORDS
+            stop = closed | NOT_NAMES | COURTESY | FUNCTION_WORDS
             if len(chosen) == n and not any(w.lower() in stop for w in chosen):
                 out.append(" ".join(chosen))
     return out

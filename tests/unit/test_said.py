@@ -59,6 +59,14 @@ def test_the_caller_picks_a_number_by_its_label() -> None:
     assert labelled_said(["a tyre please"], found) is None  # no whole label named
     assert labelled_said(["two of the winter tyres"], found) == ["107"]  # plural
     assert labelled_said(["the road tyres and the winter tyre"], found) == ["107", "105"]
+    assert labelled_said(["the winter ones please", "it's ann"], found) == ["107"]  # own word
+
+
+def test_a_word_only_one_label_has_picks_it() -> None:
+    found = labels(["[103 kids bike inner tube; 101 city inner tube; 110 light set]"])
+    assert labelled_said(["the city ones please, I need two"], found) == ["101"]
+    assert labelled_said(["the set, front and rear"], found) == ["110"]
+    assert labelled_said(["an inner tube please"], found) is None  # words both labels have
 
 
 @pytest.fixture(scope="module")

@@ -399,7 +399,12 @@ class Agent:
         if isinstance(before, AgentSay):
             heard = template.read(before.text, self._options[call.tool])
             if heard is not None:
-                args = {k: heard.get(k, v) for k, v in call.arguments.items()}
+                model = self._models[call.tool]
+                said = {k: heard.get(k, v) for k, v in call.arguments.items()}
+                try:
+                    args = model.model_validate(said).model_dump()
+                except ValueError:  # a read-back of values the tool cannot take
+                    return template.render({k: str(v) for k, v in call.arguments.items()})
                 return call if args == dict(call.arguments) else AgentCall(call.tool, args)
         return template.render({k: str(v) for k, v in call.arguments.items()})
 

@@ -129,10 +129,20 @@ def labels(results: Iterable[str]) -> dict[str, str]:
 
 
 def labelled_said(lines: Iterable[str], labelled: dict[str, str]) -> list[str] | None:
-    """The numbers whose whole label the latest caller line naming any names."""
+    """The numbers whose label the latest caller line naming any names: whole, or by a
+    word of it that no other label here has ("the city ones" among the city and the kids
+    bike inner tube)."""
     patterns = {n: said_as_words(label, plural=True) for n, label in labelled.items()}
+    words = {n: set(WORD.findall(label.lower())) for n, label in labelled.items()}
+    own = {
+        n: [said_as_words(w, plural=True) for w in sorted(ws) if len(w) > 2 and not any(
+            w in other for m, other in words.items() if m != n)]
+        for n, ws in words.items()
+    }  # fmt: skip
     for line in reversed(list(lines)):
         named = [n for n, p in patterns.items() if p.search(line)]
+        if not named:
+            named = [n for n, ps in own.items() if any(p.search(line) for p in ps)]
         if named:
             return named
     return None

@@ -25,10 +25,6 @@ class Spoken:
 
     key: str
     render: Callable[[str], str] = str
-    values: tuple[str, ...] = ()
-    """The values the argument may take, for reading a spoken read-back back into them
-    (`SayTemplate.read`) where the tool's schema has no enum for it (a product id said
-    as the product's name); empty: an enum's options, or the words as spoken."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +48,8 @@ class SayTemplate:
     ) -> tuple[str, dict[str, dict[str, str]]]:
         """A regex matching the read-back as spoken, one named group per argument, and
         for each argument its spoken forms (case-folded) → value. `options`: argument →
-        its allowed values (an enum's; else the piece's `values`), each spoken as the
-        template says it; an argument without either (a name) is `free` words and maps
-        to nothing."""
+        its allowed values (an enum's), each spoken as the template says it; an argument
+        without options (a name) is `free` words and maps to nothing."""
         parts: list[str] = []
         spoken: dict[str, dict[str, str]] = {}
         for piece in self.pieces:
@@ -65,11 +60,10 @@ class SayTemplate:
             if key in spoken:
                 parts.append(rf"(?P={key})")
                 continue
-            allowed = options.get(key) or piece.values
-            said = {" ".join(piece.render(v).split()).casefold(): v for v in allowed}
+            said = {" ".join(piece.render(v).split()).casefold(): v for v in options.get(key, ())}
             spoken[key] = said
             ways = sorted(said, key=len, reverse=True)
-            body = "|".join(re.escape(w) for w in ways) if allowed else free
+            body = "|".join(re.escape(w) for w in ways) if key in options else free
             parts.append(rf"(?P<{key}>{body})")
         return "".join(parts), spoken
 

@@ -16,7 +16,7 @@ from engine.tokenizer import TextTokenizer
 from tests.unit.test_agent import BOOKING, MONDAY_10AM, ScriptedEngine, bookings, call, run, say
 from tools.bike_shop.db import ShopContext
 from tools.bike_shop.pack import CONSENT, PACK
-from tools.bike_shop.readbacks import CONFIRM_BOOKING, CONFIRM_RESERVE
+from tools.bike_shop.readbacks import CONFIRM_BOOKING
 from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, DegradeKind, ReplyKind
 from voice_agent.dialogue.format import AgentSay
@@ -162,28 +162,3 @@ def test_a_write_needs_the_whole_line_to_be_a_yes(
     reply = run(agent.respond("yes, two sets, perfect"))
     assert [d.kind for d in reply.degrades] == [DegradeKind.NOT_ASKED]
     assert bookings(shop) == []
-
-
-def test_a_reservation_waits_for_its_read_back_and_runs_as_read(
-    tok: TextTokenizer, shop: ShopContext, hints: CallerHints
-) -> None:
-    """A yes to "Shall I put it aside for you?" is no yes to a quantity and a name: the
-    model's reservation is read back first (a dev call's model had made up "three" and
-    "Umar Wright" for a caller who asked for two, as Precious Ndlovu)."""
-    hold = {"product_id": "101", "quantity": 2, "name": "Ann Lee"}
-    engine = ScriptedEngine(tok, call(tok, "reserve_product", **hold),
-                            call(tok, "reserve_product", **{**hold, "quantity": 3}),
-                            say(tok, "Done."))  # fmt: skip
-    agent = Agent(engine, tok, PACK, shop, hints=hints, consent=CONSENT)
-    agent.greet()
-    agent.turns.append(AgentSay("We have the city inner tube. Shall I put it aside for you?"))
-    first = run(agent.respond("yes please"))
-    assert first.text == CONFIRM_RESERVE.render({**hold, "quantity": "2"})
-    assert [d.kind for d in first.degrades] == [DegradeKind.NOT_READ_BACK]
-    second = run(agent.respond("yes that's right"))
-    assert [d.kind for d in second.degrades] == [DegradeKind.READ_BACK_VALUES]
-    (record,) = second.tool_calls
-    assert record.arguments == hold  # two, as read back; not the model's three
-    with shop.db.read() as conn:
-        rows = conn.execute("SELECT product_id, quantity, name FROM reservations").fetchall()
-    assert [tuple(r) for r in rows] == [("101", 2, "Ann Lee")]

@@ -23,7 +23,7 @@ from engine.schedule import Schedule
 from engine.tokenizer import Special, TextTokenizer
 from tests.unit.test_engine_constraints import random_model
 from tools.bike_shop import schemas
-from tools.bike_shop.readbacks import CONFIRM_BOOKING, CONFIRM_RESERVE, READBACKS
+from tools.bike_shop.readbacks import CONFIRM_BOOKING, READBACKS
 from voice_agent.brain import lines
 from voice_agent.dialogue.format import parse_answer
 from voice_agent.grounding import ground
@@ -81,21 +81,6 @@ def test_a_cancellation_read_back_takes_the_latest_day(tok: TextTokenizer) -> No
     for seed in range(3):
         said = parse_answer(answer(tok, prompt, f"{Special.SAY} Cancel your booking", seed)).action
         assert getattr(said, "text", None) == lines.confirm_cancel("tuesday", "ngozi")
-
-
-def test_a_reservation_read_back_speaks_the_product_and_count_the_caller_named(
-    tok: TextTokenizer,
-) -> None:
-    prompt = (
-        f"{C} have you got inner tubes{A}{Special.TOOL_RESULT} We have the kids bike inner "
-        f"tube and the city inner tube. [103 kids bike inner tube; 101 city inner tube]"
-        f"{A}{Special.SAY} Shall I put it aside for you?{C} the city ones please, I need two"
-        f"{A}{Special.SAY} And what name is it under?{C} it's ngozi adeyemi"
-    )
-    want = lines.confirm_reserve(2, "101", "ngozi adeyemi")
-    for seed in range(3):
-        said = parse_answer(answer(tok, prompt, f"{Special.SAY} So that's", seed)).action
-        assert getattr(said, "text", None) == want
 
 
 def test_without_a_name_said_the_read_back_is_the_models(tok: TextTokenizer) -> None:
@@ -165,18 +150,3 @@ def test_a_spoken_read_back_reads_back_into_its_arguments() -> None:
     assert CONFIRM_BOOKING.read("Sorry, could you say that again?", options) is None
     assert CONFIRM_BOOKING.read(spoken.replace("tune-up", "spa day"), options) is None
     assert CONFIRM_BOOKING.read(spoken.replace("Niamh Byrne", ""), options) is None
-
-
-def test_a_reservation_is_read_back_with_the_products_name() -> None:
-    """The product id is said as the product's name and read back into the id; the
-    quantity is said in words; an id the catalogue does not know is said digit by digit
-    and cannot be read back into an id."""
-    args = {"product_id": "101", "quantity": "2", "name": "Precious Ndlovu"}
-    spoken = CONFIRM_RESERVE.render(args)
-    assert spoken == (
-        "So that's the city inner tube, two of them, for Precious Ndlovu. Shall I put that aside?"
-    )
-    assert CONFIRM_RESERVE.read(spoken, {}) == args
-    one = CONFIRM_RESERVE.render({**args, "quantity": "1", "product_id": "999"})
-    assert one == "So that's item nine nine nine, for Precious Ndlovu. Shall I put that aside?"
-    assert CONFIRM_RESERVE.read(one, {}) is None

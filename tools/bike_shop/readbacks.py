@@ -8,10 +8,8 @@ the engine places, and every value spoken is one the caller said.
 from __future__ import annotations
 
 from engine.readback import SayTemplate, Spoken
-from tools.bike_shop.catalogue import PRODUCTS
-from tools.bike_shop.schemas import MAX_QUANTITY
 from tools.bike_shop.timewords import parse_slot
-from voice_agent.speech.say import number_words, say_digits, say_time
+from voice_agent.speech.say import say_time
 
 RELATIVE_DAYS = ("today", "tomorrow")
 
@@ -37,26 +35,4 @@ CONFIRM_CANCEL = SayTemplate(
     ("Cancel your booking ", Spoken("day", on_day), " for ", Spoken("name"),
      ", is that right?"),
 )  # fmt: skip
-PRODUCT_NAMES = {p.product_id: p.name for p in PRODUCTS}
-
-
-def the_product(product_id: str) -> str:
-    """A product id as said: "the city inner tube" ("item one two three" when unknown)."""
-    name = PRODUCT_NAMES.get(product_id)
-    return f"the {name}" if name else f"item {say_digits(product_id)}"
-
-
-def how_many(quantity: str) -> str:
-    """A quantity as said after the product: nothing for one (the agent never says a
-    number the caller did not), ", two of them," for more."""
-    count = int(quantity)
-    return "," if count == 1 else f", {number_words(count)} of them,"
-
-
-CONFIRM_RESERVE = SayTemplate(
-    "reserve_product",
-    ("So that's ", Spoken("product_id", the_product, tuple(PRODUCT_NAMES)),
-     Spoken("quantity", how_many, tuple(str(n) for n in range(1, MAX_QUANTITY + 1))),
-     " for ", Spoken("name"), ". Shall I put that aside?"),
-)  # fmt: skip
-READBACKS = (CONFIRM_BOOKING, CONFIRM_CANCEL, CONFIRM_RESERVE)
+READBACKS = (CONFIRM_BOOKING, CONFIRM_CANCEL)

@@ -140,7 +140,10 @@ def reserve(s: Sim, product_id: str, product: str, quantity: int, name: str | No
         s.say(lines.ASK_NAME, Thought("need a name", "To hold it I need the caller's name."))
         s.say_caller(callers.GIVE_NAME, name=name)
     for _ in range(MAX_QUANTITY):
-        s.say(lines.confirm_reserve(quantity, product_id, name), READ_BACK)
+        if product:
+            s.say(lines.confirm_reserve(quantity, product, name), READ_BACK)
+        else:
+            s.say(lines.confirm_item(product_id, name), READ_BACK)
         s.say_caller(callers.YES)
         done = s.call("reserve_product", RESERVE, product_id=product_id, quantity=quantity,
                       name=name)  # fmt: skip

@@ -38,11 +38,11 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol, get_args, get_origin
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from engine.constraints import CallGrammar
+from engine.constraints import CallGrammar, SlotKind
 from engine.generate import CommittedBlock, Generation, Request
 from engine.schedule import Effort, Schedule
 from engine.tokenizer import TextTokenizer
@@ -121,15 +121,6 @@ class AgentConfig:
     past the engine's deadline (recorded as `RELAY_FLOOR`): with none left, every token is
     forced in one step, the answer comes out unsure, and a booking just made would be
     answered with "say that again" (seen in tests/e2e/test_booking_call.py)."""
-
-
-def enum_options(model: type[BaseModel]) -> dict[str, tuple[str, ...]]:
-    """The allowed values of each enum (Literal) argument of a tool's argument model."""
-    return {
-        key: tuple(str(v) for v in get_args(f.annotation))
-        for key, f in model.model_fields.items()
-        if get_origin(f.annotation) is Literal
-    }
 
 
 _SENTENCE_END = re.compile(r"[.?!;]+\s+")
@@ -236,13 +227,17 @@ class Agent:
         caller's line to go by)."""
         self.config = config or AgentConfig()
         self._consent = dict(consent or {}) if hints is not None else {}
-        self._readbacks = {t.tool: t for t in pack.readbacks if t.tool in self._consent}
-        self._options = {tool: enum_options(pack.argument_models[tool]) for tool in self._readbacks}
         self._narrowed: dict[frozenset[str], CallGrammar] = {}
         self._engine = engine
         self._tok = tok
         self.pack = pack
         self._grammar = grammar or pack_grammar(tok, pack)
+        self._readbacks = {t.tool: t for t in pack.readbacks if t.tool in self._consent}
+        self._options = {  # each read-back's enum arguments and their values, to read it back
+            tool: {s.key: s.candidate_values for s in self._grammar.slots[tool]
+                   if s.kind is SlotKind.ENUM}
+            for tool in self._readbacks
+        }  # fmt: skip
         self._models: dict[str, type[BaseModel]] = pack.argument_models
         self.phrases = fixed or phrases()
         if ctx.caller is None:  # fail closed: an unidentified call reaches only its own
@@ -396,15 +391,16 @@ class Agent:
             return call
         last = last_caller(self.turns)
         before = self.turns[last - 1] if last > 0 else None
+        heard = None
         if isinstance(before, AgentSay):
             heard = template.read(before.text, self._options[call.tool])
-            if heard is not None:
-                model = self._models[call.tool]
-                said = {k: heard.get(k, v) for k, v in call.arguments.items()}
-                try:
-                    args = model.model_validate(said).model_dump()
-                except ValueError:  # a read-back of values the tool cannot take
-                    return template.render({k: str(v) for k, v in call.arguments.items()})
+        if heard is not None:
+            said = {k: heard.get(k, v) for k, v in call.arguments.items()}
+            try:
+                args = self._models[call.tool].model_validate(said).model_dump()
+            except ValueError:  # a read-back of values the tool cannot take
+                args = None
+            if args is not None:
                 return call if args == dict(call.arguments) else AgentCall(call.tool, args)
         return template.render({k: str(v) for k, v in call.arguments.items()})
 

@@ -157,6 +157,7 @@ class CallGrammar:
         for template in readbacks:
             keys = {slot.key for slot in self.slots.get(template.tool, [])}
             spoken = {p.key for p in template.pieces if isinstance(p, Spoken)}
+            spoken |= {k for k, _ in template.fixed}
             if template.tool not in self.slots or not spoken <= keys:
                 raise ValueError(
                     f"read-back of {template.tool!r} speaks {sorted(spoken - keys)}, "
@@ -400,8 +401,8 @@ class CallPlan(Rule):
         begins with its first words, the rest is laid out word for word."""
         self.echo_end: int | None = None
         self.echo_at: int | None = None
-        self.layouts: dict[str, list[Cell] | None] = {}
-        """Read-back layouts by tool, built once when first opened."""
+        self.layouts: dict[SayTemplate, list[Cell] | None] = {}
+        """Read-back layouts, built once when first opened."""
         self.committed: dict[int, int] = {}
         """Answer position → token committed there, for openings that span blocks."""
         self.said: dict[Slot, Slot] = dict(grounding.said) if grounding is not None else {}
@@ -509,13 +510,17 @@ class CallPlan(Rule):
                 start = pos + 1 + len(lead)
                 if start < block_start or self._run(pos + 1, len(lead)) != lead:
                     continue
-                if template.tool not in self.layouts:
-                    self.layouts[template.tool] = self._readback_layout(template)
-                layout = self.layouts[template.tool]
-                if layout is None or start + len(layout) >= self.limit:
+                opening: list[Cell] = []
+                if pos + 1 >= block_start:  # the opening is still this block's to change
+                    said = self._fixed_said(template)
+                    if said is not None and said is not template:
+                        template, lead = said, lead_ids(self.grammar.tok, said)
+                        opening, start = [Fixed(t) for t in lead], pos + 1
+                layout = self._layout(template)
+                if layout is None or start + len(opening) + len(layout) >= self.limit:
                     continue
-                self._extend(start, [*layout, Fixed(self.grammar.tok.ids.eos)])
-                self.say_at, self.end = start, start + len(layout)
+                self._extend(start, [*opening, *layout, Fixed(self.grammar.tok.ids.eos)])
+                self.say_at, self.end = start, start + len(opening) + len(layout)
                 self.say_tool = template.tool
                 return self._take_back(canvas, block_start, start - block_start)
             lead, rest = self.echo[: self.echo_lead], self.echo[self.echo_lead :]
@@ -542,11 +547,40 @@ class CallPlan(Rule):
         self._place(canvas, block_start)
         return taken
 
+    def _layout(self, template: SayTemplate) -> list[Cell] | None:
+        if template not in self.layouts:
+            self.layouts[template] = self._readback_layout(template)
+        return self.layouts[template]
+
+    def _fixed_said(self, template: SayTemplate) -> SayTemplate | None:
+        """For a read-back whose wording fixes an argument that is grounded or counted
+        (the count in "Two city inner tubes for ..."), the wording of the same tool that
+        speaks what the caller said (the first count of the latest line to say one; a
+        count nobody said is one) and that can be laid out; None when there is none or
+        `template` fixes nothing of the kind."""
+        slots = {slot.key: slot for slot in self.grammar.slots[template.tool]}
+        keys = [k for k, _ in template.fixed if slots[k].grounded or slots[k].counted]
+        if not keys:
+            return None
+        wanted: dict[str, list[str]] = {}
+        for key in keys:
+            said = self.said.get(slots[key])
+            wanted[key] = list(said.candidate_values) if said is not None else (
+                ["1"] if slots[key].counted else [])  # fmt: skip
+        ranked: list[tuple[int, SayTemplate]] = []
+        for other, _ in self.grammar.readbacks:
+            fixed = dict(other.fixed)
+            if other.tool != template.tool or set(fixed) != {k for k, _ in template.fixed}:
+                continue
+            if all(fixed[k] in wanted[k] for k in keys) and self._layout(other) is not None:
+                ranked.append((sum(wanted[k].index(fixed[k]) for k in keys), other))
+        return min(ranked, key=lambda r: r[0])[1] if ranked else None
+
     def _readback_layout(self, template: SayTemplate) -> list[Cell] | None:
         """The cells after a read-back's opening words: its text as fixed tokens, each
         spoken argument as a choice among the values the call's slot could take, said as
-        the template says them. None when an argument has nothing to copy (nothing said
-        looks like a name)."""
+        the template says them (those among the piece's `values`, when it has any). None
+        when an argument has nothing to copy (nothing said looks like a name)."""
         tok, gap = self.grammar.tok, self.grammar.gap
         slots = {slot.key: slot for slot in self.grammar.slots[template.tool]}
         cells: list[Cell] = []
@@ -560,7 +594,9 @@ class CallPlan(Rule):
                 slot.person_name and not set(base.candidate_values) <= set(self.names)
             ):
                 return None  # no name to speak: never read back a word that is not one
-            values = list(base.candidate_values)
+            values = [v for v in base.candidate_values if not segment.values or v in segment.values]
+            if not values:
+                return None  # none of what was said is a value this wording speaks
             said = _enum_slot(segment.key, [segment.render(v) for v in values], tok, gap)
             cells += _slot_cells(replace(base, width=said.width, candidates=said.candidates))
         return cells

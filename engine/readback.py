@@ -8,6 +8,12 @@ tool's argument slots, each with how the value is spoken. Once the model has com
 `<say>` and a template's opening words, the rest of the template is laid out and each
 value is chosen as the call's would be: among the values the caller said (grounded
 enums, names: the request's `Grounding`), scored by the model. The answer ends with it.
+
+A wording that itself settles an argument ("Two city inner tubes for Ana, ...": the count
+opens the sentence) is one template per value, each with that value `fixed`. When the
+model opens one whose fixed count the caller did not say, and the opening is still in the
+block being decoded, the engine lays out the wording of the count said instead
+(`CallPlan._fixed_said`, engine/constraints.py).
 """
 
 from __future__ import annotations
@@ -21,23 +27,42 @@ from engine.tokenizer import TextTokenizer
 
 @dataclass(frozen=True, slots=True)
 class Spoken:
-    """A tool argument inside a read-back and how it is said (`render`: value → words)."""
+    """A tool argument inside a read-back and how it is said (`render`: value → words).
+    `values`: the values this read-back may speak, when the template knows them and the
+    argument is not an enum (a product id said by its name); empty: any."""
 
     key: str
     render: Callable[[str], str] = str
+    values: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class SayTemplate:
     """A read-back of `tool`'s call: text pieces and `Spoken` arguments, in order. The
-    first piece is text (the opening words that select the template)."""
+    first piece is text (the opening words that select the template). `fixed`: arguments
+    the wording itself settles, as (key, value) pairs: "Two city inner tubes for Ana, shall
+    I put them aside?" is the read-back of a quantity of 2, one template per count."""
 
     tool: str
     pieces: tuple[str | Spoken, ...]
+    fixed: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.pieces or not isinstance(self.pieces[0], str) or not self.pieces[0].strip():
             raise ValueError(f"read-back of {self.tool!r} must open with fixed words")
+        spoken = {p.key for p in self.pieces if isinstance(p, Spoken)}
+        if spoken & {k for k, _ in self.fixed}:
+            raise ValueError(f"read-back of {self.tool!r} both speaks and fixes an argument")
+
+    def fits(self, arguments: Mapping[str, object]) -> bool:
+        """True when this wording can read back a call with `arguments`: its fixed values
+        are the call's, and each spoken argument with known `values` is one of them."""
+        fixed = all(str(arguments.get(k)) == v for k, v in self.fixed)
+        return fixed and all(
+            str(arguments.get(p.key)) in p.values
+            for p in self.pieces
+            if isinstance(p, Spoken) and p.values
+        )
 
     def render(self, arguments: dict[str, str]) -> str:
         """The read-back's text for `arguments` (what the data generator writes)."""
@@ -48,8 +73,9 @@ class SayTemplate:
     ) -> tuple[str, dict[str, dict[str, str]]]:
         """A regex matching the read-back as spoken, one named group per argument, and
         for each argument its spoken forms (case-folded) → value. `options`: argument →
-        its allowed values (an enum's), each spoken as the template says it; an argument
-        without options (a name) is `free` words and maps to nothing."""
+        its allowed values (an enum's; else the piece's own `values`), each spoken as the
+        template says it; an argument with neither (a name) is `free` words and maps to
+        nothing."""
         parts: list[str] = []
         spoken: dict[str, dict[str, str]] = {}
         for piece in self.pieces:
@@ -60,19 +86,21 @@ class SayTemplate:
             if key in spoken:
                 parts.append(rf"(?P={key})")
                 continue
-            said = {" ".join(piece.render(v).split()).casefold(): v for v in options.get(key, ())}
+            known = options.get(key, piece.values)
+            said = {" ".join(piece.render(v).split()).casefold(): v for v in known}
             spoken[key] = said
             ways = sorted(said, key=len, reverse=True)
-            body = "|".join(re.escape(w) for w in ways) if key in options else free
+            body = "|".join(re.escape(w) for w in ways) if key in options or known else free
             parts.append(rf"(?P<{key}>{body})")
         return "".join(parts), spoken
 
     def read(self, text: str, options: Mapping[str, Sequence[str]]) -> dict[str, str] | None:
         """The arguments a spoken read-back `text` stands for (`render`'s inverse), or None
-        when it is not this read-back whole (`pattern`; case and spacing aside)."""
+        when it is not this read-back whole (`pattern`; case and spacing aside); the
+        `fixed` arguments included."""
         body, spoken = self.pattern(options)
         found = re.fullmatch(body, " ".join(text.split()), re.IGNORECASE)
-        return None if found is None else heard_values(found, spoken)
+        return None if found is None else {**heard_values(found, spoken), **dict(self.fixed)}
 
     def segments(self) -> list[str | Spoken]:
         """The pieces cut at word starts, so each tokenizes as it would inside the whole

@@ -16,7 +16,7 @@ from engine.tokenizer import TextTokenizer
 from tests.unit.test_agent import BOOKING, MONDAY_10AM, ScriptedEngine, bookings, call, run, say
 from tools.bike_shop.db import ShopContext
 from tools.bike_shop.pack import CONSENT, PACK
-from tools.bike_shop.readbacks import CONFIRM_BOOKING
+from tools.bike_shop.readbacks import CONFIRM_BOOKING, CONFIRM_RESERVE
 from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, DegradeKind, ReplyKind
 from voice_agent.dialogue.format import AgentSay
@@ -162,3 +162,36 @@ def test_a_write_needs_the_whole_line_to_be_a_yes(
     reply = run(agent.respond("yes, two sets, perfect"))
     assert [d.kind for d in reply.degrades] == [DegradeKind.NOT_ASKED]
     assert bookings(shop) == []
+
+
+def holds(ctx: ShopContext) -> list[tuple[str, int, str]]:
+    with ctx.db.read() as conn:
+        rows = conn.execute("SELECT product_id, quantity, name FROM reservations").fetchall()
+    return [(r[0], int(r[1]), r[2]) for r in rows]
+
+
+TWO_TUBES = {"product_id": "101", "quantity": 2, "name": "Precious Ndlovu"}
+
+
+def test_a_reservation_runs_with_the_count_read_back_and_a_doubtful_relay_is_the_tools_line(
+    tok: TextTokenizer, shop: ShopContext, hints: CallerHints
+) -> None:
+    """After the read-back of two city inner tubes for Precious Ndlovu, the model's call
+    says three for "Umar" (dev calls): two are put aside for Precious Ndlovu. The model's
+    answer after the tool is unsure: the caller hears the tool's own line, not "say that
+    again" about a reservation already made."""
+    wrong = {**TWO_TUBES, "quantity": 3, "name": "Umar"}
+    engine = ScriptedEngine(tok, call(tok, "reserve_product", **wrong),
+                            (say(tok, "Three for Umar, done."), 0.2))  # fmt: skip
+    agent = Agent(engine, tok, PACK, shop, hints=hints, consent=CONSENT)
+    agent.greet()
+    (wording,) = [t for t in CONFIRM_RESERVE if t.fits(TWO_TUBES) and t.pieces[0] == "Two "]
+    agent.turns.append(AgentSay(wording.render({k: str(v) for k, v in TWO_TUBES.items()})))
+    reply = run(agent.respond("yep, that's right"))
+    assert holds(shop) == [("101", 2, "Precious Ndlovu")]
+    assert [d.kind for d in reply.degrades] == [
+        DegradeKind.READ_BACK_VALUES,
+        DegradeKind.LOW_CONFIDENCE,
+    ]
+    assert reply.kind is ReplyKind.FALLBACK
+    assert reply.text.startswith("I've put two city inner tubes aside for you, Precious Ndlovu")

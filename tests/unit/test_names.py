@@ -52,6 +52,23 @@ def test_the_best_guess_is_the_callers_name(lines: list[str], best: str) -> None
     assert found is not None and found[0] == best, found
 
 
+@pytest.mark.parametrize(
+    ("line", "found"),
+    [
+        ("Precious Ndlovu", ["Precious Ndlovu"]),  # a dev call reserved under "Ndlovu"
+        ("Grace Okafor, please", ["Grace Okafor"]),
+        ("Will Okafor here", ["Will Okafor"]),
+        ("Yes Ndlovu", ["Ndlovu"]),  # an answer word is no first name
+        ("Book Ndlovu in please", ["Ndlovu"]),  # the pair must end its phrase
+        ("Great. Ndlovu", ["Ndlovu"]),  # not across a sentence break
+    ],
+)
+def test_a_first_name_that_is_also_a_word_opens_a_sentence_before_a_surname(
+    line: str, found: list[str]
+) -> None:
+    assert name_phrases([line], CLOSED) == found
+
+
 def test_a_common_word_name_after_a_strong_cue_offers_both_lengths() -> None:
     assert name_phrases(["put it under will smith"], CLOSED) == ["will", "will smith"]
     assert name_phrases(["it's will smith"], CLOSED) is None  # "it's fine": not strong

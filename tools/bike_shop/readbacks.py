@@ -1,4 +1,4 @@
-"""How the agent reads a booking or a cancellation back before making it.
+"""How the agent reads a booking, a cancellation or a reservation back before making it.
 
 The same templates write the training data's read-backs (voice_agent/brain/lines.py) and
 lay out the engine's (engine/readback.py), so the words the model learned are the words
@@ -7,9 +7,13 @@ the engine places, and every value spoken is one the caller said.
 
 from __future__ import annotations
 
+import functools
+
 from engine.readback import SayTemplate, Spoken
+from tools.bike_shop.catalogue import PRODUCTS
+from tools.bike_shop.schemas import MAX_QUANTITY
 from tools.bike_shop.timewords import parse_slot
-from voice_agent.speech.say import say_time
+from voice_agent.speech.say import say_count, say_digits, say_time
 
 RELATIVE_DAYS = ("today", "tomorrow")
 
@@ -35,4 +39,41 @@ CONFIRM_CANCEL = SayTemplate(
     ("Cancel your booking ", Spoken("day", on_day), " for ", Spoken("name"),
      ", is that right?"),
 )  # fmt: skip
-READBACKS = (CONFIRM_BOOKING, CONFIRM_CANCEL)
+
+
+def _things(n: int, names: dict[str, str], product_id: str) -> str:
+    """The product as said after its count: "city inner tubes" (2), "d lock" (1)."""
+    return say_count(n, names[product_id]).split(" ", 1)[1]
+
+
+def reserve_wordings() -> tuple[SayTemplate, ...]:
+    """The read-back of a reservation, "Two city inner tubes for Ana, shall I put them
+    aside?": its opening word is the count, so one wording per count (a quantity it
+    fixes), and for one, per article ("A d lock ...", "An ..."), each speaking the
+    products whose name takes it; then "Item one one two for Ana, shall I put it aside?"
+    for a product asked for by its number."""
+    names = {p.product_id: p.name for p in PRODUCTS}
+    wordings: list[SayTemplate] = []
+    for n in range(1, MAX_QUANTITY + 1):
+        said = {pid: say_count(n, name) for pid, name in names.items()}
+        for opening in sorted({s.split(" ", 1)[0] for s in said.values()}):
+            ids = tuple(pid for pid, s in said.items() if s.split(" ", 1)[0] == opening)
+            things = Spoken("product_id", functools.partial(_things, n, names), values=ids)
+            them = "it" if n == 1 else "them"
+            wordings.append(SayTemplate(
+                "reserve_product",
+                (f"{opening.capitalize()} ", things, " for ", Spoken("name"),
+                 f", shall I put {them} aside?"),
+                fixed=(("quantity", str(n)),),
+            ))  # fmt: skip
+    wordings.append(SayTemplate(
+        "reserve_product",
+        ("Item ", Spoken("product_id", say_digits, values=tuple(names)), " for ",
+         Spoken("name"), ", shall I put it aside?"),
+        fixed=(("quantity", "1"),),
+    ))  # fmt: skip
+    return tuple(wordings)
+
+
+CONFIRM_RESERVE = reserve_wordings()
+READBACKS = (CONFIRM_BOOKING, CONFIRM_CANCEL, *CONFIRM_RESERVE)

@@ -99,7 +99,7 @@ ORDER_NUMBER_DIGITS = (4, 6)
 PRODUCT_ID_DIGITS = 3
 MAX_QUANTITY = 9
 """Most units one call may reserve; one digit, so the quantity slot is one token wide."""
-NAME_TOKENS = 10
+NAME_TOKENS = 14
 """Token budget of a name slot: a first and last name in a small BPE vocabulary."""
 QUERY_TOKENS = 8
 

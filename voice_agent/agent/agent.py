@@ -44,6 +44,7 @@ from pydantic import BaseModel
 
 from engine.constraints import CallGrammar, SlotKind
 from engine.generate import CommittedBlock, Generation, Request
+from engine.readback import SayTemplate
 from engine.schedule import Effort, Schedule
 from engine.tokenizer import TextTokenizer
 from tools.core import CallAction, ToolPack
@@ -232,7 +233,10 @@ class Agent:
         self._tok = tok
         self.pack = pack
         self._grammar = grammar or pack_grammar(tok, pack)
-        self._readbacks = {t.tool: t for t in pack.readbacks if t.tool in self._consent}
+        self._readbacks: dict[str, list[SayTemplate]] = {}
+        for t in pack.readbacks:  # a tool may have several wordings (one per count)
+            if t.tool in self._consent:
+                self._readbacks.setdefault(t.tool, []).append(t)
         self._options = {  # each read-back's enum arguments and their values, to read it back
             tool: {s.key: s.candidate_values for s in self._grammar.slots[tool]
                    if s.kind is SlotKind.ENUM}
@@ -326,10 +330,10 @@ class Agent:
                     answer = parse_answer(g.token_ids, self._tok, self._models)
                 except AnswerError as exc:
                     turn.degrade(DegradeKind.UNPARSEABLE, str(exc))
-                    return self._finish(turn, ReplyKind.ASK_AGAIN, self.phrases.say_again)
+                    return self._untrusted(turn)
                 if g.min_confidence < self.config.min_confidence:
                     turn.degrade(DegradeKind.LOW_CONFIDENCE, f"{g.min_confidence:.3f}")
-                    return self._finish(turn, ReplyKind.ASK_AGAIN, self.phrases.say_again)
+                    return self._untrusted(turn)
                 action = answer.action
                 if isinstance(action, AgentSay):
                     return self._finish(turn, ReplyKind.SAY, action.text, answer.reasoning)
@@ -358,6 +362,14 @@ class Agent:
         finally:
             self._task = None
 
+    def _untrusted(self, turn: _Turn) -> AgentReply:
+        """The reply to an answer the agent does not trust: after a tool ran this turn, the
+        tool's own line (a booking just made is said, not followed by "say that again");
+        else the repeat request."""
+        if turn.last_run is not None:
+            return self._finish(turn, ReplyKind.FALLBACK, turn.last_run.line)
+        return self._finish(turn, ReplyKind.ASK_AGAIN, self.phrases.say_again)
+
     async def _unasked(self, call: AgentCall) -> str:
         """Why `call` is not what the caller asked for ('' when it is): a tool with a
         consent rule needs the act of the latest caller line among the rule's acts; a tool
@@ -385,15 +397,18 @@ class Agent:
         read-back's values (what the caller said yes to), whatever values the model put in
         the call. Without one just before the caller's line, the read-back of the model's
         call (a str) is spoken instead, so nothing is written that the caller did not
-        hear and accept."""
-        template = self._readbacks.get(call.tool)
-        if template is None:
+        hear and accept. A call no wording can read back gets the repeat request."""
+        templates = self._readbacks.get(call.tool)
+        if not templates:
             return call
         last = last_caller(self.turns)
         before = self.turns[last - 1] if last > 0 else None
         heard = None
         if isinstance(before, AgentSay):
-            heard = template.read(before.text, self._options[call.tool])
+            for template in templates:
+                heard = template.read(before.text, self._options[call.tool])
+                if heard is not None:
+                    break
         if heard is not None:
             said = {k: heard.get(k, v) for k, v in call.arguments.items()}
             try:
@@ -402,7 +417,10 @@ class Agent:
                 args = None
             if args is not None:
                 return call if args == dict(call.arguments) else AgentCall(call.tool, args)
-        return template.render({k: str(v) for k, v in call.arguments.items()})
+        fitting = [t for t in templates if t.fits(call.arguments)]
+        if not fitting:
+            return self.phrases.say_again
+        return fitting[0].render({k: str(v) for k, v in call.arguments.items()})
 
     def _grammar_for(self, withheld: frozenset[str]) -> CallGrammar:
         """The call grammar without the `withheld` tools (built once per set)."""

@@ -258,22 +258,26 @@ class HeardReadback:
     tool: str
     pattern: re.Pattern[str]
     values: dict[str, dict[str, str]]
+    fixed: tuple[tuple[str, str], ...] = ()
+    """What the wording itself settles (`SayTemplate.fixed`)."""
 
     @classmethod
     def of(cls, template: SayTemplate, slots: dict[str, Slot]) -> HeardReadback:
-        """The template's text (`SayTemplate.pattern`), each enum argument as one of its
-        values as the template says it, any other argument as a run of words."""
+        """The template's text (`SayTemplate.pattern`), each enum argument (or one the
+        piece knows the values of) as one of its values as the template says it, any other
+        argument as a run of words."""
         options = {
             p.key: slots[p.key].candidate_values
             for p in template.pieces
             if isinstance(p, Spoken) and slots[p.key].kind is SlotKind.ENUM
         }
         body, values = template.pattern(options, free=r"[^<]+?")
-        return cls(template.tool, re.compile(re.escape(Special.SAY) + r"\s*" + body), values)
+        pattern = re.compile(re.escape(Special.SAY) + r"\s*" + body)
+        return cls(template.tool, pattern, values, template.fixed)
 
     def heard(self, match: re.Match[str]) -> dict[str, str]:
-        """The values a match of `pattern` spoke, by key."""
-        return heard_values(match, self.values)
+        """The values a match of `pattern` spoke (or its wording fixed), by key."""
+        return {**heard_values(match, self.values), **dict(self.fixed)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,6 +66,11 @@ CUE_BEFORE = re.compile(
 """Text that ends just before a name."""
 STRONG_CUE = re.compile(r"\b(?:name(?:'s| is)?|call me|under)\s+", re.IGNORECASE)
 """A cue strong enough to take even common words after it as the name."""
+ANSWER_WORDS = frozenset((
+    "yes", "no", "sure", "right", "fine", "great", "thanks", "cheers", "hello", "sorry",
+    "well", "so", "please", "perfect", "lovely", "good", "morning", "afternoon", "evening",
+))  # fmt: skip
+"""Common words that open an answer and never a first name before a surname."""
 CUE_AFTER = re.compile(r"^\s*(?:here|speaking)\b", re.IGNORECASE)
 
 
@@ -140,7 +145,31 @@ def _name_word(word: re.Match[str], line: str, closed: frozenset[str] | set[str]
         return True  # "dubois", "o'brien"; not "it's" ("it" is a word, "s" too short)
     before = line[: word.start()].rstrip()
     starts_sentence = not before or SENTENCE_BREAK.fullmatch(before[-1]) is not None
-    return text[0].isupper() and not starts_sentence and lower != "i"
+    if not text[0].isupper() or lower == "i":
+        return False
+    return not starts_sentence or _before_surname(word, line, closed)
+
+
+def _before_surname(word: re.Match[str], line: str, closed: frozenset[str] | set[str]) -> bool:
+    """A capitalised word that is also a common one ("Precious", "Grace", "Will") opening
+    a sentence is a first name when a capitalised word that is no common word follows it
+    directly ("Precious Ndlovu") and ends its phrase (or "here" does: "Will Jones here";
+    not "Book Ndlovu in")."""
+    spaced = line[word.end() : word.end() + 1] == " "
+    after = NAME_WORD.match(line, word.end() + 1) if spaced else None
+    if after is None or not after.group()[0].isupper():
+        return False
+    first = word.group()
+    if first.lower() in ANSWER_WORDS | FUNCTION_WORDS or CUE_BEFORE.search(first) or "'" in first:
+        return False  # "Yes Ndlovu", "It's Sofia", "I'm Sofia": the cue is no first name
+    end = PHRASE_END.search(line, after.end())
+    rest = line[after.end() : end.start() if end else len(line)]
+    if rest.strip() and not CUE_AFTER.match(rest):
+        return False
+    lower = after.group().lower()
+    parts = [p for p in re.split(r"['’-]", lower) if len(p) > 1]
+    stop = closed | NOT_NAMES | COURTESY
+    return bool(parts) and lower not in stop and not all(p in common_words() for p in parts)
 
 
 def _after_strong_cue(line: str, closed: frozenset[str] | set[str]) -> list[str]:

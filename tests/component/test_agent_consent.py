@@ -8,15 +8,25 @@ tests/unit/test_agent.py (what a model would decide is not under test here)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from engine.tokenizer import TextTokenizer
-from tests.unit.test_agent import BOOKING, MONDAY_10AM, ScriptedEngine, bookings, call, run, say
+from tests.unit.test_agent import (
+    BOOKING,
+    MONDAY_10AM,
+    WEDNESDAY,
+    ScriptedEngine,
+    bookings,
+    call,
+    run,
+    say,
+)
 from tools.bike_shop.db import ShopContext
-from tools.bike_shop.pack import CONSENT, PACK
-from tools.bike_shop.readbacks import CONFIRM_BOOKING, CONFIRM_RESERVE
+from tools.bike_shop.pack import CONSENT, PACK, call_tool
+from tools.bike_shop.readbacks import CONFIRM_BOOKING, CONFIRM_CANCEL, CONFIRM_RESERVE
 from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, DegradeKind, ReplyKind
 from voice_agent.dialogue.format import AgentSay
@@ -195,3 +205,33 @@ def test_a_reservation_runs_with_the_count_read_back_and_a_doubtful_relay_is_the
     ]
     assert reply.kind is ReplyKind.FALLBACK
     assert reply.text.startswith("I've put two city inner tubes aside for you, Precious Ndlovu")
+
+
+def test_a_corrected_cancellation_is_read_back_again_and_runs_after_the_yes(
+    tok: TextTokenizer, shop: ShopContext, hints: CallerHints
+) -> None:
+    """A dev call: after the read-back of Monday's cancellation the caller says "it's
+    friday, not monday" and the model cancels Friday's. Not run (no yes), nor dropped (the
+    model went on to offer a wheel true): Friday's cancellation is read back, and runs
+    after the yes. The same call again after a plain no is left out."""
+    shop = replace(shop, caller="+15550100")  # the caller whose bookings these are
+    for day in ("wednesday", "friday"):
+        call_tool("book_service", {**BOOKING, "day": day}, shop)
+    monday = {"name": "Ann Lee", "day": "wednesday"}
+    friday = {"name": "Ann Lee", "day": "friday"}
+    engine = ScriptedEngine(
+        tok, call(tok, "cancel_booking", **friday), call(tok, "cancel_booking", **friday),
+        say(tok, "Done."), call(tok, "cancel_booking", **friday), say(tok, "Fine."),
+    )  # fmt: skip
+    agent = Agent(engine, tok, PACK, shop, hints=hints, consent=CONSENT)
+    agent.greet()
+    agent.turns.append(AgentSay(CONFIRM_CANCEL.render(monday)))
+    corrected = run(agent.respond("oh sorry, my mistake, it's friday, not wednesday"))
+    assert corrected.text == CONFIRM_CANCEL.render(friday) and corrected.tool_calls == ()
+    assert [d.kind for d in corrected.degrades] == [DegradeKind.NOT_ASKED]
+    assert len(bookings(shop)) == 2
+    done = run(agent.respond("yes, that's the one"))
+    assert done.text == "Done." and bookings(shop) == [(WEDNESDAY, "10:00", "brake check")]
+    agent.turns.append(AgentSay(CONFIRM_CANCEL.render(friday)))
+    declined = run(agent.respond("no, leave it actually"))
+    assert declined.text == "Fine." and declined.tool_calls == ()

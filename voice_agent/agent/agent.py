@@ -341,6 +341,10 @@ class Agent:
                     turn.degrade(DegradeKind.TOOL_STEP_CAP, f"not run: {action.json()}")
                     break
                 unasked = await self._unasked(action)
+                ask = self._ask_first(action) if unasked else None
+                if ask is not None:
+                    turn.degrade(DegradeKind.NOT_ASKED, f"read back: {action.json()} ({unasked})")
+                    return self._finish(turn, ReplyKind.SAY, ask)
                 if unasked:
                     turn.degrade(DegradeKind.NOT_ASKED, f"not run: {action.json()} ({unasked})")
                     turn.withheld |= {action.tool}
@@ -390,6 +394,33 @@ class Agent:
             if await asyncio.to_thread(self._hints.hint, part) in acts:
                 return ""
         return f"the caller's line reads as {act!r}"
+
+    def _ask_first(self, call: AgentCall) -> str | None:
+        """The read-back of a write the caller has not agreed to yet ("oh sorry, it's
+        friday, not monday" after a cancellation's read-back: the friday one is read back),
+        so the caller can; None, and the tool is left out instead, when the line answered
+        the read-back of this very call (anything but a yes is a no) or reads as a goodbye
+        or a request for a person (the pack's `closing` tools' acts), or the tool has none."""
+        templates = self._readbacks.get(call.tool)
+        if not templates or self._hints is None:
+            return None
+        last = last_caller(self.turns)
+        line, before = self.turns[last], self.turns[last - 1] if last > 0 else None
+        assert isinstance(line, CallerTurn)
+        if isinstance(before, AgentSay):
+            options = self._options[call.tool]
+            for template in templates:
+                heard = template.read(before.text, options)
+                if heard is not None and all(str(call.arguments.get(k)) == v
+                                             for k, v in heard.items()):  # fmt: skip
+                    return None
+        closing = set().union(*(self._consent.get(t, frozenset()) for t in self.pack.closing))
+        if self._hints.hint(line.text) in closing:
+            return None
+        fitting = [t for t in templates if t.fits(call.arguments)]
+        return (
+            fitting[0].render({k: str(v) for k, v in call.arguments.items()}) if fitting else None
+        )
 
     def _read_back(self, call: AgentCall) -> AgentCall | str:
         """A write with a read-back (the pack's `readbacks`, under the consent rule) runs

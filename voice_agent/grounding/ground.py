@@ -235,7 +235,7 @@ def _said_in(slot: Slot, text: str) -> set[str]:
     eleven. could you make it one" names one)."""
     spans: list[tuple[int, int, str]] = []
     for i, value in enumerate(slot.candidate_values):
-        spans += [(*m.span(), value) for m in said_as_words(value).finditer(text)]
+        spans += [(*m.span(), value) for m in said_as_words(value, plural=True).finditer(text)]
         if slot.said_as and slot.said_as[i]:
             spans += [(*m.span(), value) for m in re.finditer(slot.said_as[i], text, re.I)]
 

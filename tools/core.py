@@ -13,6 +13,8 @@ another):
 * `consent`: tool → the caller acts (the brain's caller-hint labels) that ask for it;
 * `closing`: tools under `consent` that a line's closing words may ask for (a goodbye or
   a request for a person said after something else); the others need the whole line;
+* `said`: tool → a regex the caller's words must match besides the act (`end_call` needs
+  a goodbye or thanks said, not just a line the hint reader took for one);
 * `notes`: extra text the model reads after a result or a refusal (ids to copy from it);
 * `open`: the pack's state for one process (its database): `open(where, now)` with the
   address from `[tools] database_url` or `[pipeline] shop_db` and the business's wall
@@ -33,6 +35,7 @@ module) or any importable module ("tests.packs.restaurant") that defines `PACK`;
 from __future__ import annotations
 
 import importlib
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -140,6 +143,8 @@ class ToolPack(Generic[C]):
     readbacks: tuple[SayTemplate, ...] = ()
     consent: Mapping[str, frozenset[str]] = field(default_factory=dict)
     closing: frozenset[str] = frozenset()
+    said: Mapping[str, str] = field(default_factory=dict)
+    """Tool → a regex (case-insensitive) the line asking for it must match, besides its act."""
     notes: Callable[[object], str] = no_notes
     """Text appended to a result's or a refusal's line for the model (`[107 winter tyre]`)."""
 
@@ -156,6 +161,16 @@ class ToolPack(Generic[C]):
         if not self.closing <= set(self.consent):
             wrong = sorted(self.closing - set(self.consent))
             raise ValueError(f"tool pack {self.name}: closing for tools without consent {wrong}")
+        if not set(self.said) <= set(self.consent):
+            wrong = sorted(set(self.said) - set(self.consent))
+            raise ValueError(f"tool pack {self.name}: said for tools without consent {wrong}")
+        for tool, pattern in self.said.items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"tool pack {self.name}: said[{tool!r}] is no regex: {exc}"
+                ) from None
 
     @property
     def argument_models(self) -> dict[str, type[BaseModel]]:

@@ -83,6 +83,20 @@ def test_a_hang_up_needs_a_goodbye_and_a_transfer_a_request_for_a_person(
     assert asked.kind is ReplyKind.TRANSFER and not asked.degrades
 
 
+def test_a_hang_up_needs_a_goodbye_in_the_callers_words(
+    tok: TextTokenizer, shop: ShopContext, hints: CallerHints
+) -> None:
+    """A dev line the hint reader takes for a goodbye, after an offer to hold a lock: the
+    caller only declined the offer (the pack's `said` for `end_call`)."""
+    line = "hmm, no, I think I'll leave it for now"
+    assert hints.hint(line) in CONSENT["end_call"]
+    engine = ScriptedEngine(tok, call(tok, "end_call"), say(tok, "Anything else?"))
+    agent = Agent(engine, tok, PACK, shop, hints=hints, consent=CONSENT)
+    reply = run(agent.respond(line))
+    assert reply.kind is ReplyKind.SAY and reply.text == "Anything else?"
+    assert [d.kind for d in reply.degrades] == [DegradeKind.NOT_ASKED]
+
+
 def test_a_goodbye_ends_the_call(tok: TextTokenizer, shop: ShopContext, hints: CallerHints) -> None:
     agent = Agent(
         ScriptedEngine(tok, call(tok, "end_call")), tok, PACK, shop, hints=hints, consent=CONSENT

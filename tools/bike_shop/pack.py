@@ -99,6 +99,18 @@ LOOKUP_CONSENT: dict[str, frozenset[str]] = {
 """Lookups that answer one kind of request: a product search only when the caller asks
 about products, opening hours only when asked about them, an order only about an order
 (a booking request must not turn into a product search)."""
+GOODBYE_SAID = (
+    r"\b(?:bye|goodbye|cheers|ta|thanks|thank you|thank u|take care|see (?:you|ya)|later|"
+    r"that'?s (?:all|it|everything|me done)|that'?ll be all|nothing else|no more questions|"
+    r"covers it|all (?:good|set|done)|i'?m (?:good|fine|done|sorted)|sorted|have a (?:good|nice)|"
+    r"never ?mind|forget it|got(?:ta| to) (?:go|run)|have to go|call back|hang up|cya|ciao|"
+    r"adios|merci|tschüss|tchau|dziekuje|dzięki|obrigad[oa]|gracias|danke)\b"
+    r"|^\W*(?:no|nope|nah|no no)\W*$"
+)
+"""A goodbye in the caller's words, which `end_call` needs besides a line read as one: a
+line the hint reader takes for a goodbye ("hmm, no, I think I'll leave it for now" after
+an offer to hold a lock) is answered, not hung up on (a dev line). A bare "no" (to
+"anything else?") is one."""
 WRITE_CONSENT: dict[str, frozenset[str]] = {
     "book_service": frozenset({"yes", "alternative yes"}),
     "reserve_product": frozenset({"yes", "alternative yes"}),
@@ -157,6 +169,7 @@ PACK: ToolPack[ShopContext] = ToolPack(
     readbacks=READBACKS,
     consent=CONSENT,
     closing=frozenset({"end_call", "transfer_to_human"}),
+    said={"end_call": GOODBYE_SAID},
     notes=result_notes,
 )
 """The bike shop as a tool pack (`[tools] pack = "bike_shop"`, the default)."""

@@ -380,13 +380,17 @@ class Agent:
         of the pack's `closing` may have it from the line's closing words instead
         (`closing_parts`: "... it must be with the neighbours then. right, thanks, bye"
         reads as an order line whole, as a goodbye at its end). A write needs the whole
-        line: "yes, two sets, perfect" after a read-back of another thing is no yes."""
+        line: "yes, two sets, perfect" after a read-back of another thing is no yes. A tool
+        in the pack's `said` also needs its words in the line (a goodbye for `end_call`)."""
         acts = self._consent.get(call.tool)
         if acts is None or self._hints is None:
             return ""
         last = last_caller(self.turns)
         line = self.turns[last]
         assert isinstance(line, CallerTurn)
+        words = self.pack.said.get(call.tool)
+        if words is not None and re.search(words, line.text, re.IGNORECASE) is None:
+            return "the caller's words do not ask for it"
         act = self._hints.hint(line.text)
         if act in acts:
             return ""

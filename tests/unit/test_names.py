@@ -45,6 +45,9 @@ CLOSED = NUMBER_WORDS | {"tomorrow", "friday", "tune-up", "tune", "up", "brake",
         (["Sophie Laurent", "yes, merci"], "Sophie Laurent"),
         (["Ewa Nowak", "yeah, all good", "dziekuje, bye"], "Ewa Nowak"),
         (["Marta Silva.", "obrigada, tchau, adios"], "Marta Silva"),
+        # a surname spelled out again keeps the first name said before (a dev call booked
+        # "Aziz" for Tariq Aziz)
+        (["Tariq Aziz", "no, Aziz, A Z I Z, not Hafiz"], "Tariq Aziz"),
     ],
 )  # fmt: skip
 def test_the_best_guess_is_the_callers_name(lines: list[str], best: str) -> None:

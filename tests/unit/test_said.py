@@ -108,8 +108,13 @@ def test_with_no_count_said_the_quantity_is_the_models(tok: TextTokenizer) -> No
         (["do you have a 700c tube, and some chain oil"], ["a 700c tube", "some chain oil"]),
         (["snow tyres please", "yes please"], ["snow tyres"]),  # the latest line asking
         (["yes please", "thanks"], None),
+        # what follows a word of asking in its sentence, when anything does (a dev call
+        # searched for "ride")
+        (["hi, do you have kids helmets? my little one's just learned to ride"],
+         ["kids helmets"]),
+        (["I've got a broken spoke, it's rubbing on the frame"], ["a broken spoke", "rubbing", "frame"]),
     ],
-)
+)  # fmt: skip
 def test_what_the_caller_asks_for(lines: list[str], things: list[str] | None) -> None:
     assert asked_for(lines) == things
 

@@ -89,20 +89,33 @@ def common_words() -> frozenset[str]:
 
 def name_phrases(lines: Iterable[str], closed: frozenset[str] | set[str]) -> list[str] | None:
     """The phrases of `lines` (the caller's, oldest first) that may be the caller's name,
-    from the best tier's latest line that has any; None when no line has one. `closed`:
+    from the best tier's latest line that has any (each as the longer name said earlier
+    that has all its words, if any); None when no line has one. `closed`:
     lower-case words that are never part of a name (numbers, days, services)."""
     latest_first = list(lines)[::-1]
     runs = [_runs(line, closed) for line in latest_first]
     for least in (CUED, ALONE, 0):
-        for line_runs in runs:
+        for i, line_runs in enumerate(runs):
             found = _unique(text for text, evidence in line_runs if evidence >= least)
             if found:
-                return found
+                earlier = [text for r in runs[i + 1 :] for text, evidence in r if evidence]
+                return _unique(_fuller(name, earlier) for name in found)
     for line in latest_first:
         found = _unique(_after_strong_cue(line, closed))
         if found:
             return found
     return None
+
+
+def _fuller(name: str, earlier: list[str]) -> str:
+    """`name`, or a longer name said earlier that has all its words: a caller who spells
+    out the surname ("no, Aziz, A Z I Z") still has the first name said before."""
+    words = name.lower().split()
+    for other in earlier:
+        theirs = other.lower().split()
+        if len(theirs) > len(words) and all(w in theirs for w in words):
+            return other
+    return name
 
 
 CUED, ALONE = 2, 1

@@ -57,6 +57,11 @@ FRAME_WORDS = frozenset((
     "perhaps", "still", "again", "now",
 ))  # fmt: skip
 """Words of asking, greeting, politeness and grammar: never what is asked for."""
+ASKING = frozenset((
+    "have", "stock", "stocks", "sell", "sells", "carry", "carries", "need", "want",
+    "wanted", "looking", "find", "buy", "after",
+))  # fmt: skip
+"""Frame words that ask for the thing after them ("do you have", "I'm after")."""
 ARTICLES = frozenset({"a", "an", "some"})
 CONNECTORS = frozenset({"for", "of", "with"})
 """Words that join two parts of one thing ("a tube for a child's bike")."""
@@ -64,6 +69,7 @@ WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
 """A word with its inner hyphens and apostrophes ("won't", "it'll", "o'brien"): a phrase
 never starts or ends inside one, so "t" or "ll" is never copied as a name."""
 PHRASE_END = re.compile(r"[.,!?;:]")
+SENTENCE_END = re.compile(r"[.!?;]")
 """Punctuation that ends a phrase: no name or thing asked for runs across it."""
 LABELLED = re.compile(r"\[([^\[\]<]*)\]")
 LABEL = re.compile(r"^\s*(\d+)\s+(.+?)\s*$")
@@ -85,17 +91,32 @@ def counts_said(lines: Iterable[str], most: int) -> list[int] | None:
 
 
 def asked_for(lines: Iterable[str]) -> list[str] | None:
-    """What the latest caller line that asks for anything asks for, in order."""
+    """What the latest caller line that asks for anything asks for, in order: the things
+    right after a word of asking ("do you have kids helmets? my little one's just learned
+    to ride" asks for kids helmets, not a ride) when any are, else all its things."""
     for line in reversed(list(lines)):
-        found = [t for part in PHRASE_END.split(line) for t in _things(WORD.findall(part))]
+        found: list[str] = []
+        asked: list[str] = []
+        for sentence in SENTENCE_END.split(line):
+            asking = False  # a word of asking said earlier in the sentence
+            for part in PHRASE_END.split(sentence):
+                words = WORD.findall(part)
+                at = 0
+                for thing, (a, b) in zip(*_things(words), strict=True):
+                    asking |= any(w.lower() in ASKING for w in words[at:a])
+                    found.append(thing)
+                    if asking:
+                        asked.append(thing)
+                    at = b
+                asking |= any(w.lower() in ASKING for w in words[at:])
         if found:
-            return list(dict.fromkeys(found))
+            return list(dict.fromkeys(asked or found))
     return None
 
 
-def _things(words: list[str]) -> list[str]:
+def _things(words: list[str]) -> tuple[list[str], list[tuple[int, int]]]:
     """Runs of words that are not frame words, each with the article before it, joined
-    across a connector ("for", "of", "with" and maybe an article)."""
+    across a connector ("for", "of", "with" and maybe an article); and their spans."""
     spans: list[tuple[int, int]] = []
     start: int | None = None
     for j, word in enumerate([*words, None]):
@@ -112,7 +133,7 @@ def _things(words: list[str]) -> list[str]:
             merged[-1] = (merged[-1][0], b)
         else:
             merged.append((a, b))
-    return [" ".join(words[a:b]) for a, b in merged]
+    return [" ".join(words[a:b]) for a, b in merged], merged
 
 
 def labels(results: Iterable[str]) -> dict[str, str]:

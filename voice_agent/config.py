@@ -248,6 +248,11 @@ class PipelineSettings(_Section):
     min_confidence: float = Field(
         0.5, ge=0, le=1, description="answers less sure than this get the repeat request"
     )
+    decode_again: bool = Field(
+        True,
+        description="an unsure or unparseable first answer is decoded once more, one token "
+        "per step, before the repeat request",
+    )
     engine_max_batch: int = Field(8, ge=1, description="engine requests decoded together")
     tts_slots: int = Field(
         0,

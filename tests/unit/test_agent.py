@@ -220,38 +220,58 @@ def test_the_tool_step_cap_ends_the_turn_with_the_last_result_and_runs_no_more(
 def test_an_unparseable_answer_asks_the_caller_again(
     tok: TextTokenizer, shop: ShopContext, answer: str
 ) -> None:
-    agent = Agent(ScriptedEngine(tok, tok.encode(answer)), tok, PACK, shop)
+    engine = ScriptedEngine(tok, tok.encode(answer), tok.encode(answer))
+    agent = Agent(engine, tok, PACK, shop)
     reply = run(agent.respond("mumble"))
     assert (reply.kind, reply.text) == (ReplyKind.ASK_AGAIN, PHRASES.say_again)
-    assert [d.kind for d in reply.degrades] == [DegradeKind.UNPARSEABLE]
+    assert [d.kind for d in reply.degrades] == [DegradeKind.DECODED_AGAIN, DegradeKind.UNPARSEABLE]
+
+
+def test_an_unsure_first_answer_is_decoded_again_one_token_per_step(
+    tok: TextTokenizer, shop: ShopContext
+) -> None:
+    engine = ScriptedEngine(tok, (say(tok, "Sure."), 0.3), (say(tok, "We open at nine."), 0.9))
+    agent = Agent(engine, tok, PACK, shop, config=AgentConfig(min_confidence=0.5))
+    reply = run(agent.respond("when do you open"))
+    assert (reply.kind, reply.text) == (ReplyKind.SAY, "We open at nine.")
+    assert [d.kind for d in reply.degrades] == [DegradeKind.DECODED_AGAIN]
+    assert reply.degrades[0].detail == "low_confidence 0.300"
+    first, again = (r.schedule.threshold for r in engine.requests)
+    assert first == AgentConfig().threshold and again == 1.0
+    off = Agent(ScriptedEngine(tok, (say(tok, "Sure."), 0.3)), tok, PACK, shop,
+                config=AgentConfig(decode_again=False))  # fmt: skip
+    assert run(off.respond("when do you open")).kind is ReplyKind.ASK_AGAIN
 
 
 def test_an_unsure_answer_asks_again_and_an_unsure_call_never_runs(
     tok: TextTokenizer, shop: ShopContext
 ) -> None:
-    engine = ScriptedEngine(
-        tok, (say(tok, "Sure."), 0.3), (call(tok, "book_service", **BOOKING), 0.3)
-    )
+    unsure_say, unsure_call = (say(tok, "Sure."), 0.3), (call(tok, "book_service", **BOOKING), 0.3)
+    engine = ScriptedEngine(tok, unsure_say, unsure_say, unsure_call, unsure_call)
     agent = Agent(engine, tok, PACK, shop, config=AgentConfig(min_confidence=0.5))
     for _ in range(2):
         reply = run(agent.respond("book me in"))
         assert (reply.kind, reply.text) == (ReplyKind.ASK_AGAIN, PHRASES.say_again)
-        assert [d.kind for d in reply.degrades] == [DegradeKind.LOW_CONFIDENCE]
-        assert reply.degrades[0].detail == "0.300" and not reply.tool_calls
+        kinds = [d.kind for d in reply.degrades]
+        assert kinds == [DegradeKind.DECODED_AGAIN, DegradeKind.LOW_CONFIDENCE]
+        assert reply.degrades[-1].detail == "0.300" and not reply.tool_calls
     assert bookings(shop) == []
 
 
 def test_an_unsure_answer_is_not_streamed_before_the_turn_decides(
     tok: TextTokenizer, shop: ShopContext
 ) -> None:
-    engine = ScriptedEngine(tok, (say(tok, "We open at nine. See you then."), 0.3),
-                            (say(tok, "We open at nine."), 0.8))  # fmt: skip
+    unsure = (say(tok, "We open at nine. See you then."), 0.3)
+    engine = ScriptedEngine(tok, unsure, unsure, (say(tok, "We open at nine."), 0.8))
     agent = Agent(engine, tok, PACK, shop, config=AgentConfig(min_confidence=0.5))
     pieces: list[str] = []
     reply = run(agent.respond("when do you open", on_text=pieces.append))
-    # Only the repeat request was spoken: no half of the unsure answer, no mismatch.
+    # Only the repeat request was spoken: no half of either unsure answer, no mismatch.
     assert "".join(pieces) == reply.text == PHRASES.say_again
-    assert [d.kind for d in reply.degrades] == [DegradeKind.LOW_CONFIDENCE]
+    assert [d.kind for d in reply.degrades] == [
+        DegradeKind.DECODED_AGAIN,
+        DegradeKind.LOW_CONFIDENCE,
+    ]
     pieces.clear()
     sure = run(agent.respond("when do you open", on_text=pieces.append))
     assert "".join(pieces) == sure.text == "We open at nine."

@@ -11,7 +11,9 @@ the window), asks the engine for the next action under the tool grammar, and the
 a `<say>` is the reply; a `<call>` runs its tool (`ToolRunner`: off the event loop, under
 its timeout, at most once per turn) and the result goes back to the model, at most
 `max_tool_steps` times per turn. The agent never guesses: an unparseable answer or one
-whose least confident token is under `min_confidence` gets the "say again" phrase. A
+whose least confident token is under `min_confidence` is decoded once more, one token per
+step (`decode_again`), and if still so gets the "say again" phrase (after a tool ran this
+turn: the tool's own line). A
 hand-off tool (transfer, end call) ends the turn with the tool's own line and a reply
 kind the session acts on. A timed-out or crashed tool gets the "tool failed" phrase and
 the call goes on. Every such fallback is recorded in `AgentReply.degrades`. An engine
@@ -65,6 +67,7 @@ from voice_agent.dialogue.format import (
     MAX_PROMPT_TOKENS,
     AgentCall,
     AgentSay,
+    Answer,
     AnswerError,
     CallerTurn,
     Turn,
@@ -100,6 +103,9 @@ class AnswerEngine(Protocol):
 class AgentConfig:
     max_tool_steps: int = 3
     """Tool calls per caller turn; a further call gets a fallback line instead."""
+    decode_again: bool = True
+    """An unsure or unparseable first answer is decoded once more, one token per step,
+    before the caller is asked to say it again."""
     min_confidence: float = 0.5
     """An answer whose least confident committed token is below this is not trusted:
     the caller is asked to say it again (scripts/eval_brain.py measures the trade-off)."""
@@ -180,6 +186,8 @@ class _Turn:
     withheld: frozenset[str] = frozenset()
     """Tools the caller's words did not ask for (`Agent` consent): left out of the
     grammar for the rest of the turn."""
+    careful: bool = False
+    """The turn's answer is being decoded again, one token per step, after an unsure one."""
 
     def degrade(self, kind: DegradeKind, detail: str = "") -> None:
         self.degrades += (AgentDegrade(kind, detail),)
@@ -326,13 +334,15 @@ class Agent:
                     g = self._adopt(turn, turn.draft.generation, tracker)
                 else:
                     g = await self._generate(turn, deadline_s, effort, tracker)
-                try:
-                    answer = parse_answer(g.token_ids, self._tok, self._models)
-                except AnswerError as exc:
-                    turn.degrade(DegradeKind.UNPARSEABLE, str(exc))
-                    return self._untrusted(turn)
-                if g.min_confidence < self.config.min_confidence:
-                    turn.degrade(DegradeKind.LOW_CONFIDENCE, f"{g.min_confidence:.3f}")
+                answer, doubt = self._judge(g)
+                if doubt is not None and self._may_retry(turn):
+                    turn.careful = True
+                    turn.degrade(DegradeKind.DECODED_AGAIN, f"{doubt[0].value} {doubt[1]}")
+                    turn.streamer.restart()
+                    g = await self._generate(turn, deadline_s, effort, tracker)
+                    answer, doubt = self._judge(g)
+                if doubt is not None or answer is None:
+                    turn.degrade(*(doubt or (DegradeKind.UNPARSEABLE, "")))
                     return self._untrusted(turn)
                 action = answer.action
                 if isinstance(action, AgentSay):
@@ -365,6 +375,23 @@ class Agent:
             return self._finish(turn, ReplyKind.FALLBACK, line)
         finally:
             self._task = None
+
+    def _judge(self, g: Generation) -> tuple[Answer | None, tuple[DegradeKind, str] | None]:
+        """The answer of `g`, or why it is not trusted (unparseable, unsure)."""
+        try:
+            answer = parse_answer(g.token_ids, self._tok, self._models)
+        except AnswerError as exc:
+            return None, (DegradeKind.UNPARSEABLE, str(exc))
+        if g.min_confidence < self.config.min_confidence:
+            return answer, (DegradeKind.LOW_CONFIDENCE, f"{g.min_confidence:.3f}")
+        return answer, None
+
+    def _may_retry(self, turn: _Turn) -> bool:
+        """An unsure first answer is decoded once more, one token per step (slower, and
+        each token sees the ones before it), before the caller is asked to say it again;
+        not once a tool ran or any of the answer was spoken."""
+        return (self.config.decode_again and not turn.careful and turn.last_run is None
+                and not turn.streamer.streamed)  # fmt: skip
 
     def _untrusted(self, turn: _Turn) -> AgentReply:
         """The reply to an answer the agent does not trust: after a tool ran this turn, the
@@ -578,7 +605,8 @@ class Agent:
         if kept_words is not None:
             turn.degrade(DegradeKind.CALLER_TEXT_CUT, f"kept its last {kept_words} words")
         prompt = tuple(self._tok.encode(text))
-        schedule = Schedule(cfg.threshold, steps, cfg.max_new_tokens, effort)
+        threshold = 1.0 if turn.careful else cfg.threshold  # 1.0: one token per step
+        schedule = Schedule(threshold, steps, cfg.max_new_tokens, effort)
         grammar = self._grammar_for(turn.withheld)
         grounding = grounder(call_sources(self.turns))
         return Request(prompt, schedule, deadline_s, grammar, grounding)

@@ -47,6 +47,8 @@ class ToolCallRecord:
 class DegradeKind(Enum):
     UNPARSEABLE = "unparseable"
     LOW_CONFIDENCE = "low_confidence"
+    DECODED_AGAIN = "decoded_again"
+    """The first answer was unsure or unparseable and was decoded again, one token per step."""
     TOOL_TIMEOUT = "tool_timeout"
     TOOL_FAILED = "tool_failed"
     TOOL_STEP_CAP = "tool_step_cap"

@@ -217,6 +217,7 @@ class Pipeline:
             raise RuntimeError("the pipeline is not started")
         config = AgentConfig(
             min_confidence=self.settings.pipeline.min_confidence,
+            decode_again=self.settings.pipeline.decode_again,
             max_prompt_tokens=self._brain.prompt_budget,
         )
         ctx = self._tool_state.context()

@@ -92,6 +92,7 @@ class Runner:
         hints: str | None,
         consent: str,
         min_confidence: float = SHIPPED_MIN_CONFIDENCE,
+        decode_again: bool = True,
     ) -> None:
         self.brain = brain
         self.hints = for_card(brain.card.prompt_hints if hints is None else hints)
@@ -102,7 +103,9 @@ class Runner:
             "none": None,
         }[consent]
         self.config = AgentConfig(
-            max_prompt_tokens=prompt_budget(brain.card), min_confidence=min_confidence
+            max_prompt_tokens=prompt_budget(brain.card),
+            min_confidence=min_confidence,
+            decode_again=decode_again,
         )
         self.workdir = workdir
         self.engine = Engine(brain.model, brain.tokenizer.ids, max_batch=1)
@@ -217,16 +220,18 @@ async def evaluate(
     min_confidence: float = SHIPPED_MIN_CONFIDENCE,
     transcripts: dict[str, list[str]] | None = None,
     degrades: dict[str, list[str]] | None = None,
+    decode_again: bool = True,
 ) -> dict[str, Any]:
     """Figures of `brain` on `cases` (at most `limit` of each kind). `hints`: the
     caller-hint scheme (None: the card's); `consent`: the agent's consent rule as the
     pipeline has it (`shipped`), on irreversible tools only, with lookups too, or `none`;
     `min_confidence`: the agent's bar under which it asks the caller again (0: it never
     does, to compare what two models decide). `transcripts`, when given, receives each
-    call's dialogue by case id; `degrades`, each call's degraded turns."""
+    call's dialogue by case id; `degrades`, each call's degraded turns; `decode_again`:
+    the agent's second decode of an unsure first answer."""
     lines, calls = cases.lines[:limit], cases.calls[:limit]
     with tempfile.TemporaryDirectory() as tmp:
-        runner = Runner(brain, Path(tmp), hints, consent, min_confidence)
+        runner = Runner(brain, Path(tmp), hints, consent, min_confidence, decode_again)
         runner.engine.start()
         try:
             line_verdicts = [(c, score_line(c, await runner.line(c))) for c in lines]
@@ -300,6 +305,10 @@ def main(argv: list[str] | None = None) -> int:
         help="the agent's bar for asking again (0: trust every answer, to compare models)",
     )
     p.add_argument(
+        "--no-decode-again", action="store_true",
+        help="the agent asks again at once after an unsure answer (no second decode)",
+    )  # fmt: skip
+    p.add_argument(
         "--transcripts", type=Path, default=None,
         help="also write each call's dialogue (JSONL: id, failures, turns, degrades) here",
     )  # fmt: skip
@@ -314,10 +323,11 @@ def main(argv: list[str] | None = None) -> int:
     dialogues: dict[str, list[str]] = {}
     degraded: dict[str, list[str]] = {}
     run = evaluate(brain, cases, args.limit, args.hints, args.consent, args.min_confidence,
-                   dialogues, degraded)  # fmt: skip
+                   dialogues, degraded, decode_again=not args.no_decode_again)  # fmt: skip
     figures = asyncio.run(run)
     figures["hints"] = args.hints or brain.card.prompt_hints
     figures["min_confidence"] = args.min_confidence
+    figures["decode_again"] = not args.no_decode_again
     figures["consent"] = args.consent
     figures["split"] = args.split if not args.files else [str(f) for f in args.files]
     figures["brain"] = str(args.dlm)

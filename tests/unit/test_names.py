@@ -48,6 +48,10 @@ CLOSED = NUMBER_WORDS | {"tomorrow", "friday", "tune-up", "tune", "up", "brake",
         # a surname spelled out again keeps the first name said before (a dev call booked
         # "Aziz" for Tariq Aziz)
         (["Tariq Aziz", "no, Aziz, A Z I Z, not Hafiz"], "Tariq Aziz"),
+        # a title is no part of the name, nor a day in the plural (train calls booked
+        # "Mrs Gloria Fontaine" and "Wednesdays")
+        (["yes, Mrs Gloria Fontaine"], "Gloria Fontaine"),
+        (["he's with me on Wednesdays", "Leo Castellanos"], "Leo Castellanos"),
     ],
 )  # fmt: skip
 def test_the_best_guess_is_the_callers_name(lines: list[str], best: str) -> None:

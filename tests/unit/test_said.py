@@ -67,6 +67,11 @@ def test_a_word_only_one_label_has_picks_it() -> None:
     assert labelled_said(["the city ones please, I need two"], found) == ["101"]
     assert labelled_said(["the set, front and rear"], found) == ["110"]
     assert labelled_said(["an inner tube please"], found) is None  # words both labels have
+    # the first product named by its own word; what follows describes it (train calls
+    # held the front light for "the set with the front and back")
+    lights = labels(["[108 front light; 110 light set]"])
+    assert labelled_said(["ah, the set with the front and back sounds good"], lights) == ["110"]
+    assert labelled_said(["the front one please, not a set"], lights) == ["108"]
 
 
 @pytest.fixture(scope="module")

@@ -35,8 +35,10 @@ MAX_NAME_WORDS = 3
 NOT_NAMES = frozenset((
     "um", "umm", "uh", "uhm", "er", "erm", "hmm", "hm", "mm", "mhm", "ah", "oh", "hiya", "ya",
     "yeah", "yep", "yup", "nope", "ok", "okay", "hey", "hi", "am", "pm",
+    "mr", "mrs", "ms", "miss", "mx", "dr", "mister", "missus",
 ))  # fmt: skip
-"""Sounds, greetings and time marks a dictionary may not list in lower case."""
+"""Sounds, greetings, time marks and titles ("Mrs Gloria Fontaine" is booked as Gloria
+Fontaine) a dictionary may not list in lower case."""
 COURTESY = frozenset((
     "merci", "beaucoup", "revoir", "bonjour", "bonsoir", "salut", "gracias", "hola", "adios",
     "adiós", "hasta", "luego", "danke", "schön", "tschüss", "tschuss", "wiedersehen", "grazie",
@@ -152,8 +154,8 @@ def _name_word(word: re.Match[str], line: str, closed: frozenset[str] | set[str]
     parts = [p for p in re.split(r"['’-]", stem) if len(p) > 1]
     if not parts or lower in NOT_NAMES | COURTESY or lower in closed:
         return False
-    if any(p in closed for p in parts):
-        return False
+    if any(p in closed or (p.endswith("s") and p[:-1] in closed) for p in parts):
+        return False  # "Wednesdays" is no name either
     if not all(p in common_words() for p in parts):
         return True  # "dubois", "o'brien"; not "it's" ("it" is a word, "s" too short)
     before = line[: word.start()].rstrip()

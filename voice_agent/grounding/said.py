@@ -150,9 +150,10 @@ def labels(results: Iterable[str]) -> dict[str, str]:
 
 
 def labelled_said(lines: Iterable[str], labelled: dict[str, str]) -> list[str] | None:
-    """The numbers whose label the latest caller line naming any names: whole, or by a
+    """The numbers whose label the latest caller line naming any names: whole, or else by a
     word of it that no other label here has ("the city ones" among the city and the kids
-    bike inner tube)."""
+    bike inner tube), the first so named ("the set with the front and back" is the light
+    set, not the front light: what follows describes it)."""
     patterns = {n: said_as_words(label, plural=True) for n, label in labelled.items()}
     words = {n: set(WORD.findall(label.lower())) for n, label in labelled.items()}
     own = {
@@ -163,7 +164,9 @@ def labelled_said(lines: Iterable[str], labelled: dict[str, str]) -> list[str] |
     for line in reversed(list(lines)):
         named = [n for n, p in patterns.items() if p.search(line)]
         if not named:
-            named = [n for n, ps in own.items() if any(p.search(line) for p in ps)]
+            first = {n: min(m.start() for p in ps for m in p.finditer(line))
+                     for n, ps in own.items() if any(p.search(line) for p in ps)}  # fmt: skip
+            named = sorted(first, key=first.__getitem__)[:1]
         if named:
             return named
     return None

@@ -15,6 +15,8 @@ another):
   a request for a person said after something else); the others need the whole line;
 * `said`: tool → a regex the caller's words must match besides the act (`end_call` needs
   a goodbye or thanks said, not just a line the hint reader took for one);
+* `closing_said`: tool of `closing` → a regex its closing words must match to count (a
+  transfer from a line's last clause needs a person asked for in it);
 * `notes`: extra text the model reads after a result or a refusal (ids to copy from it);
 * `open`: the pack's state for one process (its database): `open(where, now)` with the
   address from `[tools] database_url` or `[pipeline] shop_db` and the business's wall
@@ -145,6 +147,8 @@ class ToolPack(Generic[C]):
     closing: frozenset[str] = frozenset()
     said: Mapping[str, str] = field(default_factory=dict)
     """Tool → a regex (case-insensitive) the line asking for it must match, besides its act."""
+    closing_said: Mapping[str, str] = field(default_factory=dict)
+    """Tool of `closing` → a regex (case-insensitive) its closing words must match to count."""
     notes: Callable[[object], str] = no_notes
     """Text appended to a result's or a refusal's line for the model (`[107 winter tyre]`)."""
 
@@ -164,12 +168,15 @@ class ToolPack(Generic[C]):
         if not set(self.said) <= set(self.consent):
             wrong = sorted(set(self.said) - set(self.consent))
             raise ValueError(f"tool pack {self.name}: said for tools without consent {wrong}")
-        for tool, pattern in self.said.items():
+        if not set(self.closing_said) <= self.closing:
+            wrong = sorted(set(self.closing_said) - self.closing)
+            raise ValueError(f"tool pack {self.name}: closing_said for tools not closing {wrong}")
+        for tool, pattern in {**self.said, **self.closing_said}.items():
             try:
                 re.compile(pattern)
             except re.error as exc:
                 raise ValueError(
-                    f"tool pack {self.name}: said[{tool!r}] is no regex: {exc}"
+                    f"tool pack {self.name}: {tool!r}'s words are no regex: {exc}"
                 ) from None
 
     @property

@@ -29,6 +29,7 @@ from tools.bike_shop.pack import CONSENT, PACK, call_tool
 from tools.bike_shop.readbacks import CONFIRM_BOOKING, CONFIRM_CANCEL, CONFIRM_RESERVE
 from tools.bike_shop.shop import open_shop
 from voice_agent.agent import Agent, DegradeKind, ReplyKind
+from voice_agent.agent.agent import closing_parts
 from voice_agent.dialogue.format import AgentSay
 from voice_agent.dialogue.hints import CallerHints
 
@@ -95,6 +96,23 @@ def test_a_hang_up_needs_a_goodbye_in_the_callers_words(
     reply = run(agent.respond(line))
     assert reply.kind is ReplyKind.SAY and reply.text == "Anything else?"
     assert [d.kind for d in reply.degrades] == [DegradeKind.NOT_ASKED]
+
+
+def test_a_transfer_from_a_lines_last_clause_needs_a_person_asked_for(
+    tok: TextTokenizer, shop: ShopContext, hints: CallerHints
+) -> None:
+    """A train call: the last clause of a symptom reads as a complaint to the hint reader,
+    but nobody was asked for (the pack's `closing_said`): no transfer."""
+    line = "hello, I've got a buckled back wheel, it's started clipping the frame when I ride"
+    assert hints.hint(closing_parts(line)[-1]) in CONSENT["transfer_to_human"]
+    engine = ScriptedEngine(
+        tok, call(tok, "transfer_to_human", reason="complaint"), say(tok, "What day suits?")
+    )
+    agent = Agent(engine, tok, PACK, shop, hints=hints, consent=CONSENT)
+    reply = run(agent.respond(line))
+    assert reply.kind is ReplyKind.SAY and [d.kind for d in reply.degrades] == [
+        DegradeKind.NOT_ASKED
+    ]
 
 
 def test_a_goodbye_ends_the_call(tok: TextTokenizer, shop: ShopContext, hints: CallerHints) -> None:

@@ -109,9 +109,12 @@ def test_a_pack_that_names_tools_it_lacks_is_refused() -> None:
         ToolPack("bad", {"find_table": spec}, (), closing=frozenset({"find_table"}))
     with pytest.raises(ValueError, match=r"said for tools without consent \['find_table'\]"):
         ToolPack("bad", {"find_table": spec}, (), said={"find_table": "bye"})
-    with pytest.raises(ValueError, match=r"said\['find_table'\] is no regex"):
+    with pytest.raises(ValueError, match=r"'find_table'.s words are no regex"):
         consent = {"find_table": frozenset({"done"})}
         ToolPack("bad", {"find_table": spec}, (), consent=consent, said={"find_table": "(bye"})
+    with pytest.raises(ValueError, match=r"closing_said for tools not closing \['find_table'\]"):
+        consent = {"find_table": frozenset({"done"})}
+        ToolPack("bad", {"find_table": spec}, (), consent=consent, closing_said={"find_table": "x"})
     assert isinstance(spec, ToolSpec)
 
 

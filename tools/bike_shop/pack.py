@@ -111,6 +111,14 @@ GOODBYE_SAID = (
 line the hint reader takes for a goodbye ("hmm, no, I think I'll leave it for now" after
 an offer to hold a lock) is answered, not hung up on (a dev line). A bare "no" (to
 "anything else?") is one."""
+PERSON_SAID = (
+    r"\b(?:someone|somebody|anyone|anybody|person|people|human|manager|staff|colleague|"
+    r"mechanic|owner|operator|agent|talk to|speak to|speak with|talk with|put me through|"
+    r"real one)\b"
+)
+"""A person asked for, which a transfer from a line's closing words needs: a last clause
+the hint reader takes for a complaint ("it's started clipping the frame when I ride",
+a train call transferred) does not count."""
 WRITE_CONSENT: dict[str, frozenset[str]] = {
     "book_service": frozenset({"yes", "alternative yes"}),
     "reserve_product": frozenset({"yes", "alternative yes"}),
@@ -170,6 +178,7 @@ PACK: ToolPack[ShopContext] = ToolPack(
     consent=CONSENT,
     closing=frozenset({"end_call", "transfer_to_human"}),
     said={"end_call": GOODBYE_SAID},
+    closing_said={"transfer_to_human": PERSON_SAID},
     notes=result_notes,
 )
 """The bike shop as a tool pack (`[tools] pack = "bike_shop"`, the default)."""

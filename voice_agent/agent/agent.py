@@ -421,7 +421,10 @@ class Agent:
         act = self._hints.hint(line.text)
         if act in acts:
             return ""
+        needs = self.pack.closing_said.get(call.tool)
         for part in closing_parts(line.text) if call.tool in self.pack.closing else ():
+            if needs is not None and re.search(needs, part, re.IGNORECASE) is None:
+                continue
             if await asyncio.to_thread(self._hints.hint, part) in acts:
                 return ""
         return f"the caller's line reads as {act!r}"

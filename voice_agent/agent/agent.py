@@ -133,6 +133,14 @@ class AgentConfig:
 _SENTENCE_END = re.compile(r"[.?!;]+\s+")
 
 
+def _spoken(templates: list[SayTemplate], call: AgentCall) -> str | None:
+    """The read-back of `call` in the first of its tool's wordings that can say it."""
+    for template in templates:
+        if template.fits(call.arguments):
+            return template.render({k: str(v) for k, v in call.arguments.items()})
+    return None
+
+
 def closing_parts(line: str) -> list[str]:
     """How a caller's line ends, besides the line itself: its last sentence and its last
     comma clause, when they are shorter than the line (a request or a goodbye said after
@@ -451,10 +459,7 @@ class Agent:
         closing = set().union(*(self._consent.get(t, frozenset()) for t in self.pack.closing))
         if self._hints.hint(line.text) in closing:
             return None
-        fitting = [t for t in templates if t.fits(call.arguments)]
-        return (
-            fitting[0].render({k: str(v) for k, v in call.arguments.items()}) if fitting else None
-        )
+        return _spoken(templates, call)
 
     def _read_back(self, call: AgentCall) -> AgentCall | str:
         """A write with a read-back (the pack's `readbacks`, under the consent rule) runs
@@ -482,10 +487,7 @@ class Agent:
                 args = None
             if args is not None:
                 return call if args == dict(call.arguments) else AgentCall(call.tool, args)
-        fitting = [t for t in templates if t.fits(call.arguments)]
-        if not fitting:
-            return self.phrases.say_again
-        return fitting[0].render({k: str(v) for k, v in call.arguments.items()})
+        return _spoken(templates, call) or self.phrases.say_again
 
     def _grammar_for(self, withheld: frozenset[str]) -> CallGrammar:
         """The call grammar without the `withheld` tools (built once per set)."""

@@ -45,7 +45,11 @@ from voice_agent.brain.dialogues import misfit
 from voice_agent.brain.heard import HeardLines
 from voice_agent.brain.hint_bank import build_bank
 from voice_agent.brain.independent import CaseError, read_cases
-from voice_agent.brain.independent_examples import first_line_examples, mid_call_examples
+from voice_agent.brain.independent_examples import (
+    exit_examples,
+    first_line_examples,
+    mid_call_examples,
+)
 from voice_agent.brain.phrasing import Split
 from voice_agent.brain.scenarios import generate as dialogues
 from voice_agent.dialogue.format import ANSWER_TOKENS, CallerTurn, PromptTooLongError, last_caller
@@ -187,6 +191,11 @@ def main(argv: list[str] | None = None) -> None:
         help="with --callers: also copies of simulated steps whose yes, time, day, service or "
         "name line (given or corrected) is replaced by an independent line of that kind",
     )  # fmt: skip
+    p.add_argument(
+        "--exits", action="store_true",
+        help="with --callers: also copies of simulated mid-call steps whose caller line is "
+        "replaced by an independent goodbye (end the call) or request for a person (transfer)",
+    )  # fmt: skip
     p.add_argument("--callers-copies", type=int, default=1, help="times each such example is used")
     p.add_argument("--prompt-tokens", type=int, default=128, help="prompt budget per example")
     p.add_argument("--batch", type=int, default=32)
@@ -238,17 +247,21 @@ def main(argv: list[str] | None = None) -> None:
                     f"(seed {args.seed}, {args.dialogues} dialogues)")  # fmt: skip
     natural: list[Step] = []
     mid: list[Step] = []
-    if args.mid_call and not args.callers:
-        p.error("--mid-call needs --callers (the independent lines to put in)")
+    exits: list[Step] = []
+    if (args.mid_call or args.exits) and not args.callers:
+        p.error("--mid-call and --exits need --callers (the independent lines to put in)")
     if args.callers:
         try:
-            written = read_cases(args.callers).lines
+            cases = read_cases(args.callers)
+            written = cases.lines
             natural = first_line_examples(written, args.seed)
             if args.mid_call:
                 mid = mid_call_examples(simulated, written, args.seed)
+            if args.exits:
+                exits = exit_examples(simulated, written, cases.calls, args.seed)
         except CaseError as exc:
             p.error(f"--callers: {exc}")
-    steps = with_strays(steps, args.stray, args.seed) + heard + natural * args.callers_copies + mid
+    steps = with_strays(steps, args.stray, args.seed) + heard + natural * args.callers_copies + mid + exits
     if args.hints:
         bank = bank_path(HINTS_VERSION)
         if read_bank(bank) != build_bank(HINTS_VERSION):  # the bank a live agent will read
@@ -280,7 +293,7 @@ def main(argv: list[str] | None = None) -> None:
     data_s = round(time.monotonic() - t0, 1)
     log(json.dumps({"dialogues": args.dialogues, "seed": args.seed, "stray": args.stray,
                     "caller_lines": len(natural), "caller_copies": args.callers_copies,
-                    "mid_call": len(mid),
+                    "mid_call": len(mid), "exits": len(exits),
                     "examples": len(examples), "heard": dict(heard_tally),
                     "dropped": dict(dropped), "data_s": data_s}))  # fmt: skip
 

@@ -243,6 +243,18 @@ def test_an_unsure_first_answer_is_decoded_again_one_token_per_step(
     assert run(off.respond("when do you open")).kind is ReplyKind.ASK_AGAIN
 
 
+def test_a_call_written_as_speech_is_never_spoken(tok: TextTokenizer, shop: ShopContext) -> None:
+    """A say holding a call's JSON (a train call: `<say> {"name": "opening_hours", ...}`)
+    is unparseable: decoded again, then the repeat request; none of it streams."""
+    written = '{"name": "opening_hours", "arguments": {"day": "saturday"}}'
+    engine = ScriptedEngine(tok, say(tok, written), say(tok, f"Saturday? {written}"))
+    pieces: list[str] = []
+    reply = run(Agent(engine, tok, PACK, shop).respond("saturday hours?", on_text=pieces.append))
+    assert "{" not in "".join(pieces) and "{" not in reply.text
+    assert [d.kind for d in reply.degrades][:1] == [DegradeKind.DECODED_AGAIN]
+    assert "braces inside <say>" in reply.degrades[0].detail
+
+
 def test_an_unsure_answer_asks_again_and_an_unsure_call_never_runs(
     tok: TextTokenizer, shop: ShopContext
 ) -> None:

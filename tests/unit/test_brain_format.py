@@ -150,6 +150,8 @@ def test_answer_round_trips_through_grammar_ids(tok: TextTokenizer) -> None:
         (f"{Special.THINK} hmm", "reasoning but no <say> or <call>"),
         ("hello there", "must start with"),
         (f"{Special.SAY} hi{Special.CALL}{{}}", "one action per answer"),
+        (f'{Special.SAY} {{"name": "opening_hours", "arguments": {{"day": "saturday"}}}}',
+         "braces inside <say>"),  # a call the model wrote as speech is never spoken
         (f'{Special.CALL}{{"name": "end_call", "arguments": {{}}', "not JSON"),
         (f'{Special.CALL}{{"tool": "end_call"}}', '"name"'),
         (f'{Special.CALL}{{"name": "fly", "arguments": {{}}}}', "unknown tool 'fly'"),

@@ -10,8 +10,13 @@ import pytest
 
 from voice_agent.brain import lines
 from voice_agent.brain.dialogues import Split
-from voice_agent.brain.independent import parse_line
-from voice_agent.brain.independent_examples import first_line_examples, mid_call_examples
+from voice_agent.brain.independent import parse_call, parse_line
+from voice_agent.brain.independent_examples import (
+    exit_examples,
+    exit_lines,
+    first_line_examples,
+    mid_call_examples,
+)
 from voice_agent.brain.scenarios import generate
 from voice_agent.dialogue.format import AgentCall, AgentSay, CallerTurn
 from voice_agent.dialogue.phrases import phrases
@@ -112,3 +117,42 @@ def test_mid_call_lines_stand_in_for_the_simulators_with_the_answer_they_need() 
         assert ex.history[-2] != ex.action  # a correction changes the read-back
     originals = {(e.dialogue_id, e.step) for d in dialogues for e in d.examples}
     assert all((e.dialogue_id.split("+")[0], e.step) in originals for e in examples)
+
+
+def call(last: str, end: str | None) -> Any:
+    return parse_call({"id": f"x-d{abs(hash(last))}", "goal": "g", "setup": None,
+                       "turns": ["what time do you close today?", last],
+                       "expect": {"writes": [], "lookups": [], "end": end}})  # fmt: skip
+
+
+def test_goodbyes_are_lines_that_only_say_goodbye_in_words_the_gate_knows() -> None:
+    lines_ = [case("that's all, ta-ra", "end"), case("right, off I go", "end"),
+              case("let me talk to the manager", "transfer", reason="complaint")]  # fmt: skip
+    calls = [call("lovely, cheers, bye", "end_call"), call("yes please, bye", "end_call"),
+             call("see you thursday, bye", "end_call"), call("cheers, bye", None)]  # fmt: skip
+    goodbyes, transfers = exit_lines(lines_, calls)
+    # "right, off I go" is no goodbye the end_call gate would let through; a call's last
+    # line that also says yes or a day does more than say goodbye
+    assert goodbyes == ["that's all, ta-ra", "lovely, cheers, bye"]
+    assert [t.line for t in transfers] == ["let me talk to the manager"]
+
+
+def test_a_goodbye_or_a_request_for_a_person_can_come_anywhere_but_after_a_read_back() -> None:
+    dialogues = list(generate(13, 200, Split.TRAIN))
+    lines_ = [case("ok I'll just pop in then, bye", "end"),
+              case("put me through to a person", "transfer", reason="caller asked")]  # fmt: skip
+    examples = exit_examples(dialogues, lines_, seed=1)
+    tools = {e.action.tool for e in examples if isinstance(e.action, AgentCall)}
+    assert tools == {"end_call", "transfer_to_human"}
+    assert 0.4 * 200 < len(examples) <= 0.6 * 200 + 15  # about EXIT_SHARES of the dialogues
+    for ex in examples:
+        assert ex.history[-1] in (CallerTurn("ok I'll just pop in then, bye"),
+                                  CallerTurn("put me through to a person"))  # fmt: skip
+        said = [t for t in ex.history[:-1] if isinstance(t, AgentSay)]
+        assert len(said) >= 2  # after the agent's first answer, never the first line
+        assert not said[-1].text.endswith(("Shall I book that?", "is that right?"))
+        if ex.history[-1].text.endswith("bye"):
+            assert ex.action == AgentCall("end_call", {})
+        else:
+            assert ex.action == AgentCall("transfer_to_human", {"reason": "caller asked"})
+    assert len({e.dialogue_id.split("+")[0] for e in examples}) == len(examples)  # one each

@@ -24,7 +24,8 @@ _FILLERS = (Special.GAP, Special.PAD)
 
 def say_text(answer: str) -> str | None:
     """The speech of a partly decoded answer: the text after `<say>` up to the next
-    special token, stripped; None while the answer is not (yet) a `<say>`."""
+    special token or brace (`parse_answer` refuses a say that holds one), stripped; None
+    while the answer is not (yet) a `<say>`."""
     text = answer.split(Special.EOS, 1)[0]
     for filler in _FILLERS:
         text = text.replace(filler, "")
@@ -39,7 +40,8 @@ def say_text(answer: str) -> str | None:
         return None
     body = text.removeprefix(Special.SAY)
     cut = _first_marker(body)
-    return (body if cut is None else body[:cut]).strip()
+    body = body if cut is None else body[:cut]
+    return body.split("{", 1)[0].strip()  # a call written as speech is never spoken
 
 
 def _first_marker(text: str) -> int | None:

@@ -29,10 +29,11 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from tools.bike_shop.catalogue import PRODUCTS
+from tools.bike_shop.pack import GOODBYE_SAID
 from voice_agent.brain import callers, lines
 from voice_agent.brain.dialogues import EFFORT_WEIGHTS, Dialogue, Example, Intent, Thought
 from voice_agent.brain.heard import REPEAT_THOUGHT
-from voice_agent.brain.independent import Act, LineCase
+from voice_agent.brain.independent import Act, CallCase, LineCase
 from voice_agent.brain.phrasing import Pool
 from voice_agent.brain.scenarios import GOODBYE
 from voice_agent.brain.workshop_calls import CHECK, READ_BACK
@@ -252,3 +253,84 @@ def mid_call_examples(
             out.append(replace(example, dialogue_id=f"{example.dialogue_id}+{case.id}",
                                history=history, action=action))  # fmt: skip
     return out
+
+
+# ---------------------------------------------------------------- goodbyes and hand-offs anywhere
+
+EXIT_SHARES = {"end": 0.4, "transfer": 0.2}
+"""Per simulated dialogue, the chance that one of its mid-call caller lines is replaced by
+an independent goodbye, or by a request for a person."""
+_READ_BACK_ASKED = re.compile(
+    r"(shall i book that|is that right|shall i put (?:it|them) aside)\?\s*$", re.IGNORECASE
+)
+"""An agent line that reads a write back and waits for a yes: a goodbye after it may be
+that yes ("nice one, thanks, bye"), so no goodbye stands in there."""
+_NOT_ONLY_GOODBYE = re.compile(
+    r"\b(?:yes|yeah|yep|yup|ok|okay|sure|right|book|hold|reserve|cancel|aside|person|"
+    r"someone|\w+day)\b|\d",
+    re.IGNORECASE,
+)
+"""Words by which a call's last line does more than say goodbye ("yes, see you Thursday")."""
+
+
+def exit_lines(cases: Iterable[LineCase], calls: Iterable[CallCase]) -> tuple[list[str], list[LineCase]]:
+    """The goodbyes (lines labelled `end`, and the last lines of calls that end with a
+    goodbye and say nothing more) that the pack's goodbye gate lets end a call, and the
+    lines labelled `transfer`."""
+    said = re.compile(GOODBYE_SAID, re.IGNORECASE)
+    goodbyes = [c.line for c in cases if c.act is Act.END]
+    goodbyes += [c.turns[-1] for c in calls
+                 if c.end == "end_call" and not _NOT_ONLY_GOODBYE.search(c.turns[-1])]  # fmt: skip
+    goodbyes = list(dict.fromkeys(g.strip() for g in goodbyes if said.search(g)))
+    return goodbyes, [c for c in cases if c.act is Act.TRANSFER]
+
+
+def exit_examples(
+    dialogues: Iterable[Dialogue],
+    cases: Iterable[LineCase],
+    calls: Iterable[CallCase] = (),
+    seed: int = 0,
+) -> list[Example]:
+    """Copies of simulated mid-call steps whose caller line is replaced by an independent
+    goodbye (answer: end the call) or request for a person (answer: transfer, with the
+    line's reason): a caller may leave or ask for someone at any point, not only after
+    "anything else?" (independent calls hang up on "what name is it under?" with "ok I'll
+    just come in for that, bye"). At most one step per dialogue (`EXIT_SHARES`); never
+    the first caller line (those are `first_line_examples`) or a line after a read-back."""
+    rng = random.Random(f"exits:{seed}")
+    goodbyes, transfers = exit_lines(list(cases), list(calls))
+    out: list[Example] = []
+    for dialogue in dialogues:
+        roll = rng.random()
+        kind = "end" if roll < EXIT_SHARES["end"] else (
+            "transfer" if roll < EXIT_SHARES["end"] + EXIT_SHARES["transfer"] else None)  # fmt: skip
+        if kind is None or not (goodbyes if kind == "end" else transfers):
+            continue
+        places = [ex for ex in dialogue.examples if _exit_place(ex)]
+        if not places:
+            continue
+        example = rng.choice(places)
+        if kind == "end":
+            line, action, thought, intent = rng.choice(goodbyes), AgentCall("end_call", {}), GOODBYE, Intent.CHITCHAT
+        else:
+            case = rng.choice(transfers)
+            reason = case.reason or "caller asked"
+            line = case.line
+            action = AgentCall("transfer_to_human", {"reason": reason})
+            thought, intent = Thought("hand over", f"This needs a person: {reason}."), Intent.TRANSFER
+        history = (*example.history[:-1], CallerTurn(spoken_digits(line.strip())))
+        out.append(replace(example, dialogue_id=f"{example.dialogue_id}+{kind}", history=history,
+                           reasoning=thought.at(example.effort), action=action, intent=intent))  # fmt: skip
+    return out
+
+
+def _exit_place(example: Example) -> bool:
+    """A step that answers a caller line said after the agent's first answer, not after a
+    read-back, and does not already end the call."""
+    history = example.history
+    if len(history) < 4 or not isinstance(history[-1], CallerTurn):
+        return False
+    if isinstance(example.action, AgentCall) and example.action.tool in ("end_call", "transfer_to_human"):
+        return False
+    said = [t for t in history[:-1] if isinstance(t, AgentSay)]
+    return not (said and _READ_BACK_ASKED.search(said[-1].text))

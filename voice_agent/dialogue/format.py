@@ -266,6 +266,8 @@ def parse_answer(
         _reject_markers(speech, answer)
         if not speech:
             raise AnswerError(f"empty <say>: {answer!r}")
+        if "{" in speech or "}" in speech:  # a tool call written as speech
+            raise AnswerError(f"braces inside <say>, never speech: {answer!r}")
         return Answer(reasoning, AgentSay(speech))
     if text.startswith(Special.CALL):
         return Answer(reasoning, _parse_call(text.removeprefix(Special.CALL), answer, tools))

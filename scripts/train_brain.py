@@ -261,7 +261,8 @@ def main(argv: list[str] | None = None) -> None:
                 exits = exit_examples(simulated, written, cases.calls, args.seed)
         except CaseError as exc:
             p.error(f"--callers: {exc}")
-    steps = with_strays(steps, args.stray, args.seed) + heard + natural * args.callers_copies + mid + exits
+    steps = with_strays(steps, args.stray, args.seed) + heard
+    steps += natural * args.callers_copies + mid + exits
     if args.hints:
         bank = bank_path(HINTS_VERSION)
         if read_bank(bank) != build_bank(HINTS_VERSION):  # the bank a live agent will read

@@ -22,7 +22,7 @@ from engine.readback import SayTemplate, Spoken
 from engine.schedule import Schedule
 from engine.tokenizer import Special, TextTokenizer
 from tests.unit.test_engine_constraints import random_model
-from tools.bike_shop import schemas
+from tools.bike_shop import readbacks, schemas
 from tools.bike_shop.catalogue import PRODUCTS
 from tools.bike_shop.readbacks import CONFIRM_BOOKING, CONFIRM_RESERVE, READBACKS
 from voice_agent.brain import lines
@@ -153,25 +153,34 @@ def test_a_spoken_read_back_reads_back_into_its_arguments() -> None:
     assert CONFIRM_BOOKING.read(spoken.replace("Niamh Byrne", ""), options) is None
 
 
-def test_the_reservation_wordings_write_the_training_read_backs() -> None:
-    """One wording per count (and "Item ..." for a product asked for by number), each the
-    words the data generator writes for every product it can speak."""
+def test_the_reservation_wordings_speak_every_product_at_every_count() -> None:
+    """One wording per count (and "Item ..." for a product asked for by number): the
+    training data's read-backs are rendered from these templates (voice_agent/brain/lines.py),
+    so the words the model learned are the ones the engine lays out."""
     names = {p.product_id: p.name for p in PRODUCTS}
     spoken = 0
     for template in CONFIRM_RESERVE:
         n = int(dict(template.fixed)["quantity"])
-        for pid, name in names.items():
-            args = {"product_id": pid, "quantity": n, "name": "Ana Li"}
+        for pid in names:
+            args = {"product_id": pid, "quantity": str(n), "name": "Ana Li"}
             if not template.fits(args):
                 continue
-            text = template.render({k: str(v) for k, v in args.items()})
-            by_number = template.pieces[0] == "Item "
-            want = (lines.confirm_item(pid, "Ana Li") if by_number
-                    else lines.confirm_reserve(n, name, "Ana Li"))  # fmt: skip
-            assert text == want
-            assert template.read(text, {}) == {k: str(v) for k, v in args.items()}
+            text = template.render(args)
+            assert template.read(text, {}) == args
             spoken += 1
     assert spoken == len(names) * (schemas.MAX_QUANTITY + 1)  # every product, every count
+    tubes = next(pid for pid, name in names.items() if name == "city inner tube")
+    assert lines.confirm_reserve(2, tubes, "Ana Li") == (
+        "Two city inner tubes for Ana Li, shall I put them aside?"
+    )
+    assert lines.confirm_reserve(1, tubes, "Ana Li") == (
+        "A city inner tube for Ana Li, shall I put it aside?"
+    )
+    assert lines.confirm_item("142", "Ana Li") == (
+        "Item one four two for Ana Li, shall I put it aside?"
+    )  # a number the shop lacks
+    with pytest.raises(ValueError, match="no reservation read-back for 12"):
+        readbacks.confirm_reserve(tubes, 12, "Ana Li")
 
 
 INNER_TUBES = (

@@ -76,4 +76,19 @@ def reserve_wordings() -> tuple[SayTemplate, ...]:
 
 
 CONFIRM_RESERVE = reserve_wordings()
+
+
+def confirm_reserve(product_id: str, quantity: int, name: str, *, by_number: bool = False) -> str:
+    """The reservation read-back, in the wording for its count; "Item ..." when the caller
+    asked for the product by its number (any number: the training data also reads back
+    numbers the shop does not have, which the tool then refuses). Raises ValueError when
+    no wording fits."""
+    args = {"product_id": product_id, "quantity": str(quantity), "name": name}
+    for template in CONFIRM_RESERVE:
+        item = template.pieces[0] == "Item "
+        if item == by_number and (item or template.fits(args)):
+            return template.render(args)
+    raise ValueError(f"no reservation read-back for {quantity} of product {product_id!r}")
+
+
 READBACKS = (CONFIRM_BOOKING, CONFIRM_CANCEL, *CONFIRM_RESERVE)

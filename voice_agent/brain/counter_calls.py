@@ -141,7 +141,7 @@ def reserve(s: Sim, product_id: str, product: str, quantity: int, name: str | No
         s.say_caller(callers.GIVE_NAME, name=name)
     for _ in range(MAX_QUANTITY):
         if product:
-            s.say(lines.confirm_reserve(quantity, product, name), READ_BACK)
+            s.say(lines.confirm_reserve(quantity, product_id, name), READ_BACK)
         else:
             s.say(lines.confirm_item(product_id, name), READ_BACK)
         s.say_caller(callers.YES)

@@ -273,7 +273,9 @@ _NOT_ONLY_GOODBYE = re.compile(
 """Words by which a call's last line does more than say goodbye ("yes, see you Thursday")."""
 
 
-def exit_lines(cases: Iterable[LineCase], calls: Iterable[CallCase]) -> tuple[list[str], list[LineCase]]:
+def exit_lines(
+    cases: Iterable[LineCase], calls: Iterable[CallCase]
+) -> tuple[list[str], list[LineCase]]:
     """The goodbyes (lines labelled `end`, and the last lines of calls that end with a
     goodbye and say nothing more) that the pack's goodbye gate lets end a call, and the
     lines labelled `transfer`."""
@@ -302,25 +304,31 @@ def exit_examples(
     out: list[Example] = []
     for dialogue in dialogues:
         roll = rng.random()
-        kind = "end" if roll < EXIT_SHARES["end"] else (
-            "transfer" if roll < EXIT_SHARES["end"] + EXIT_SHARES["transfer"] else None)  # fmt: skip
-        if kind is None or not (goodbyes if kind == "end" else transfers):
+        if roll < EXIT_SHARES["end"]:
+            kind = "end"
+        elif roll < EXIT_SHARES["end"] + EXIT_SHARES["transfer"]:
+            kind = "transfer"
+        else:
+            continue
+        if not (goodbyes if kind == "end" else transfers):
             continue
         places = [ex for ex in dialogue.examples if _exit_place(ex)]
         if not places:
             continue
         example = rng.choice(places)
         if kind == "end":
-            line, action, thought, intent = rng.choice(goodbyes), AgentCall("end_call", {}), GOODBYE, Intent.CHITCHAT
+            line, thought, intent = rng.choice(goodbyes), GOODBYE, Intent.CHITCHAT
+            action = AgentCall("end_call", {})
         else:
             case = rng.choice(transfers)
             reason = case.reason or "caller asked"
-            line = case.line
+            line, intent = case.line, Intent.TRANSFER
             action = AgentCall("transfer_to_human", {"reason": reason})
-            thought, intent = Thought("hand over", f"This needs a person: {reason}."), Intent.TRANSFER
+            thought = Thought("hand over", f"This needs a person: {reason}.")
         history = (*example.history[:-1], CallerTurn(spoken_digits(line.strip())))
-        out.append(replace(example, dialogue_id=f"{example.dialogue_id}+{kind}", history=history,
-                           reasoning=thought.at(example.effort), action=action, intent=intent))  # fmt: skip
+        out.append(replace(example, dialogue_id=f"{example.dialogue_id}+{kind}",
+                           history=history, reasoning=thought.at(example.effort),
+                           action=action, intent=intent))  # fmt: skip
     return out
 
 
@@ -330,7 +338,8 @@ def _exit_place(example: Example) -> bool:
     history = example.history
     if len(history) < 4 or not isinstance(history[-1], CallerTurn):
         return False
-    if isinstance(example.action, AgentCall) and example.action.tool in ("end_call", "transfer_to_human"):
+    action = example.action
+    if isinstance(action, AgentCall) and action.tool in ("end_call", "transfer_to_human"):
         return False
     said = [t for t in history[:-1] if isinstance(t, AgentSay)]
     return not (said and _READ_BACK_ASKED.search(said[-1].text))

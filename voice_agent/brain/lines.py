@@ -3,8 +3,8 @@ except for values the caller said or a tool returned (prompts/system.md)."""
 
 from __future__ import annotations
 
+from tools.bike_shop import readbacks
 from tools.bike_shop.readbacks import CONFIRM_BOOKING, CONFIRM_CANCEL
-from voice_agent.speech.say import say_count, say_digits
 
 ASK_SERVICE = "Sure, what does the bike need?"
 ASK_DAY = "Sure, what day suits you?"
@@ -28,14 +28,9 @@ def confirm_cancel(day: str, name: str) -> str:
     return CONFIRM_CANCEL.render({"day": day, "name": name})
 
 
-def confirm_reserve(quantity: int, product: str, name: str) -> str:
-    things = say_count(quantity, product)
-    return f"{things[0].upper()}{things[1:]} for {name}, shall I put {_them(quantity)} aside?"
+def confirm_reserve(quantity: int, product_id: str, name: str) -> str:
+    return readbacks.confirm_reserve(product_id, quantity, name)
 
 
 def confirm_item(item: str, name: str) -> str:
-    return f"Item {say_digits(item)} for {name}, shall I put it aside?"
-
-
-def _them(quantity: int) -> str:
-    return "it" if quantity == 1 else "them"
+    return readbacks.confirm_reserve(item, 1, name, by_number=True)

@@ -76,6 +76,27 @@ def test_a_first_name_that_is_also_a_word_opens_a_sentence_before_a_surname(
     assert name_phrases([line], CLOSED) == found
 
 
+@pytest.mark.parametrize(
+    ("lines", "best"),
+    [
+        (["grace kim"], "grace kim"),  # train calls cancelled for "kim", booked "rachel"
+        (["it's rachel green"], "rachel green"),
+        (["maria gonzalez"], "maria gonzalez"),
+        (["yes, grace kim"], "grace kim"),
+        (["Zofia Lund", "nah ta, bye"], "Zofia Lund"),  # "nah ta" was read back as a name
+        (["Zofia Lund", "mm-hmm, yes"], "Zofia Lund"),
+        (["kofi here"], "kofi"),  # "here" is a cue, not a surname
+    ],
+)  # fmt: skip
+def test_a_short_line_that_is_only_a_name_keeps_its_common_words(
+    lines: list[str], best: str
+) -> None:
+    found = name_phrases(lines, CLOSED)
+    assert found is not None and found[0] == best, found
+    assert name_phrases(["tomorrow at two please"], CLOSED) is None
+    assert name_phrases(["can i get the kids helmet"], CLOSED) is None
+
+
 def test_a_common_word_name_after_a_strong_cue_offers_both_lengths() -> None:
     assert name_phrases(["put it under will smith"], CLOSED) == ["will", "will smith"]
     assert name_phrases(["it's will smith"], CLOSED) is None  # "it's fine": not strong

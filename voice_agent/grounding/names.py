@@ -34,7 +34,8 @@ COMMON_WORDS_PATH = Path(__file__).resolve().parent / "lexicon" / "common_words.
 MAX_NAME_WORDS = 3
 NOT_NAMES = frozenset((
     "um", "umm", "uh", "uhm", "er", "erm", "hmm", "hm", "mm", "mhm", "ah", "oh", "hiya", "ya",
-    "yeah", "yep", "yup", "nope", "ok", "okay", "hey", "hi", "am", "pm",
+    "yeah", "yep", "yup", "nope", "nah", "ta", "mm-hmm", "uh-huh", "ok", "okay", "hey", "hi",
+    "am", "pm",
     "mr", "mrs", "ms", "miss", "mx", "dr", "mister", "missus",
 ))  # fmt: skip
 """Sounds, greetings, time marks and titles ("Mrs Gloria Fontaine" is booked as Gloria
@@ -74,6 +75,13 @@ ANSWER_WORDS = frozenset((
 ))  # fmt: skip
 """Common words that open an answer and never a first name before a surname."""
 CUE_AFTER = re.compile(r"^\s*(?:here|speaking)\b", re.IGNORECASE)
+LEADING_CUE = re.compile(
+    r"^\s*(?:(?:my )?name(?:'s| is)|it(?:'s| is)|this is|i(?:'m| am)|call me)\s+", re.IGNORECASE
+)
+"""A cue that opens a short answer ("it's rachel green")."""
+SHORT_ANSWER_WORDS = 5
+"""A line of at most this many words that is only a name may have common words in it."""
+NEVER_IN_A_SHORT_NAME = frozenset({"here", "speaking", "bye", "goodbye", "mate", "then"})
 
 
 @cache
@@ -128,7 +136,12 @@ def _runs(line: str, closed: frozenset[str] | set[str]) -> list[tuple[str, int]]
     """Runs of name words in `line` (at most `MAX_NAME_WORDS`), each with how strongly
     its context marks it as a name: `CUED`, `ALONE` in its phrase, or 0."""
     out = []
+    short = len(NAME_WORD.findall(line)) <= SHORT_ANSWER_WORDS
     for part in _parts(line):
+        whole = _only_a_name(line, part, closed) if short else None
+        if whole is not None:
+            out.append(whole)
+            continue
         words = list(NAME_WORD.finditer(line, *part))
         run: list[re.Match[str]] = []
         for word in [*words, None]:
@@ -145,6 +158,33 @@ def _runs(line: str, closed: frozenset[str] | set[str]) -> list[tuple[str, int]]
                     out.append((line[start:end], ALONE if len(run) == len(words) else 0))
             run = []
     return out
+
+
+def _only_a_name(
+    line: str, part: tuple[int, int], closed: frozenset[str] | set[str]
+) -> tuple[str, int] | None:
+    """A phrase of a short line that is only a name, after a cue or alone, of two or three
+    words of which some are names and the others common words that could be names too
+    ("grace kim", "it's rachel green", "maria gonzalez": train calls cancelled for "kim"
+    and booked "rachel"); None for any other phrase, which `_runs` reads word by word."""
+    start, end = part
+    cue = LEADING_CUE.match(line, start, end)
+    if cue is not None:
+        start = cue.end()
+    words = list(NAME_WORD.finditer(line, start, end))
+    if not 2 <= len(words) <= MAX_NAME_WORDS or line[words[-1].end() : end].strip():
+        return None
+    if line[start : words[0].start()].strip():
+        return None
+    named = [_name_word(w, line, closed) for w in words]
+    if all(named) or not any(named):
+        return None  # read word by word: a name alone, or no name at all
+    stop = ANSWER_WORDS | FUNCTION_WORDS | NOT_NAMES | COURTESY | CUE_NOISE | closed
+    for word, is_name in zip(words, named, strict=True):
+        lower = word.group().lower()
+        if not is_name and (lower in stop | NEVER_IN_A_SHORT_NAME or CONTRACTION.search(lower)):
+            return None
+    return line[words[0].start() : words[-1].end()], CUED if cue is not None else ALONE
 
 
 def _name_word(word: re.Match[str], line: str, closed: frozenset[str] | set[str]) -> bool:

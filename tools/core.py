@@ -149,6 +149,9 @@ class ToolPack(Generic[C]):
     """Tool → a regex (case-insensitive) the line asking for it must match, besides its act."""
     closing_said: Mapping[str, str] = field(default_factory=dict)
     """Tool of `closing` → a regex (case-insensitive) its closing words must match to count."""
+    held_back: Mapping[str, str] = field(default_factory=dict)
+    """Tool → a regex (case-insensitive) by which a line holds the tool back whatever its
+    act reads as ("actually no, don't cancel it"): the call is not run."""
     notes: Callable[[object], str] = no_notes
     """Text appended to a result's or a refusal's line for the model (`[107 winter tyre]`)."""
 
@@ -168,10 +171,14 @@ class ToolPack(Generic[C]):
         if not set(self.said) <= set(self.consent):
             wrong = sorted(set(self.said) - set(self.consent))
             raise ValueError(f"tool pack {self.name}: said for tools without consent {wrong}")
+        if not set(self.held_back) <= set(self.consent):
+            wrong = sorted(set(self.held_back) - set(self.consent))
+            raise ValueError(f"tool pack {self.name}: held_back for tools without consent {wrong}")
         if not set(self.closing_said) <= self.closing:
             wrong = sorted(set(self.closing_said) - self.closing)
             raise ValueError(f"tool pack {self.name}: closing_said for tools not closing {wrong}")
-        for tool, pattern in {**self.said, **self.closing_said}.items():
+        for tool, pattern in (*self.said.items(), *self.closing_said.items(),
+                              *self.held_back.items()):  # fmt: skip
             try:
                 re.compile(pattern)
             except re.error as exc:

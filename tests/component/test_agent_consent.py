@@ -267,3 +267,26 @@ def test_a_corrected_cancellation_is_read_back_again_and_runs_after_the_yes(
     agent.turns.append(AgentSay(CONFIRM_CANCEL.render(friday)))
     declined = run(agent.respond("no, leave it actually"))
     assert declined.text == "Fine." and declined.tool_calls == ()
+
+
+@pytest.mark.parametrize(
+    "line", ["hmm, actually no, don't cancel it, I'll find a way to get there", "hang on, wait"]
+)
+def test_a_write_is_never_run_on_a_line_that_holds_it_back(
+    tok: TextTokenizer, shop: ShopContext, hints: CallerHints, line: str
+) -> None:
+    """A dev call: "hmm, actually no, don't cancel it" after a cancellation's read-back
+    was read as a yes, and the model cancelled. The pack's `held_back` words stop it
+    whatever the line reads as; the model answers again without the tool."""
+    shop = replace(shop, caller="+15550100")
+    call_tool("book_service", {**BOOKING, "day": "friday"}, shop)
+    friday = {"name": "Ann Lee", "day": "friday"}
+    engine = ScriptedEngine(tok, call(tok, "cancel_booking", **friday), say(tok, "Kept."))
+    agent = Agent(engine, tok, PACK, shop, hints=hints, consent=CONSENT)
+    agent.greet()
+    agent.turns.append(AgentSay(CONFIRM_CANCEL.render(friday)))
+    reply = run(agent.respond(line))
+    assert (reply.text, reply.tool_calls) == ("Kept.", ())
+    assert [d.kind for d in reply.degrades] == [DegradeKind.NOT_ASKED]
+    assert "hold it back" in reply.degrades[0].detail
+    assert len(bookings(shop)) == 1

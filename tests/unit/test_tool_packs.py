@@ -115,6 +115,11 @@ def test_a_pack_that_names_tools_it_lacks_is_refused() -> None:
     with pytest.raises(ValueError, match=r"closing_said for tools not closing \['find_table'\]"):
         consent = {"find_table": frozenset({"done"})}
         ToolPack("bad", {"find_table": spec}, (), consent=consent, closing_said={"find_table": "x"})
+    with pytest.raises(ValueError, match=r"held_back for tools without consent \['find_table'\]"):
+        ToolPack("bad", {"find_table": spec}, (), held_back={"find_table": "wait"})
+    with pytest.raises(ValueError, match=r"'find_table'.s words are no regex"):
+        consent = {"find_table": frozenset({"done"})}
+        ToolPack("bad", {"find_table": spec}, (), consent=consent, held_back={"find_table": "(x"})
     assert isinstance(spec, ToolSpec)
 
 

@@ -111,6 +111,13 @@ GOODBYE_SAID = (
 line the hint reader takes for a goodbye ("hmm, no, I think I'll leave it for now" after
 an offer to hold a lock) is answered, not hung up on (a dev line). A bare "no" (to
 "anything else?") is one."""
+HELD_BACK = (
+    r"\b(?:don'?t|do not|dont|actually,? no|wait,? no|hang on|hold on|never ?mind|"
+    r"changed? my mind|leave it|forget it|not anymore|no longer)\b"
+)
+"""Words by which a caller holds a write back whatever else the line says ("hmm, actually
+no, don't cancel it" was read as a yes and cancelled, a dev call). In no line labelled a
+yes to a read-back in the training and dev splits; in 19 labelled otherwise."""
 PERSON_SAID = (
     r"\b(?:someone|somebody|anyone|anybody|person|people|human|manager|staff|colleague|"
     r"mechanic|owner|operator|agent|talk to|speak to|speak with|talk with|put me through|"
@@ -179,6 +186,7 @@ PACK: ToolPack[ShopContext] = ToolPack(
     closing=frozenset({"end_call", "transfer_to_human"}),
     said={"end_call": GOODBYE_SAID},
     closing_said={"transfer_to_human": PERSON_SAID},
+    held_back=dict.fromkeys(("book_service", "cancel_booking", "reserve_product"), HELD_BACK),
     notes=result_notes,
 )
 """The bike shop as a tool pack (`[tools] pack = "bike_shop"`, the default)."""

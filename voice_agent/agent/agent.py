@@ -416,13 +416,18 @@ class Agent:
         (`closing_parts`: "... it must be with the neighbours then. right, thanks, bye"
         reads as an order line whole, as a goodbye at its end). A write needs the whole
         line: "yes, two sets, perfect" after a read-back of another thing is no yes. A tool
-        in the pack's `said` also needs its words in the line (a goodbye for `end_call`)."""
+        in the pack's `said` also needs its words in the line (a goodbye for `end_call`),
+        and one in its `held_back` is never run on a line that holds it back ("actually
+        no, don't cancel it" read as a yes)."""
         acts = self._consent.get(call.tool)
         if acts is None or self._hints is None:
             return ""
         last = last_caller(self.turns)
         line = self.turns[last]
         assert isinstance(line, CallerTurn)
+        held = self.pack.held_back.get(call.tool)
+        if held is not None and re.search(held, line.text, re.IGNORECASE) is not None:
+            return "the caller's words hold it back"
         words = self.pack.said.get(call.tool)
         if words is not None and re.search(words, line.text, re.IGNORECASE) is None:
             return "the caller's words do not ask for it"

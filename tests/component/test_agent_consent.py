@@ -98,6 +98,31 @@ def test_a_hang_up_needs_a_goodbye_in_the_callers_words(
     assert [d.kind for d in reply.degrades] == [DegradeKind.NOT_ASKED]
 
 
+@pytest.mark.parametrize(
+    ("line", "runs"),
+    [
+        ("ok sorry. my e-bike motor's making a horrible grinding noise", False),
+        ("yous fitted a chain last week and it's snapped already", True),
+    ],
+)
+def test_a_transfer_needs_a_person_or_a_complaint_in_the_callers_words(
+    tok: TextTokenizer, shop: ShopContext, hints: CallerHints, line: str, runs: bool
+) -> None:
+    """Both lines read as complaints to the hint reader; a train call's symptom was
+    handed over. The pack's `said` for `transfer_to_human`: a person, a complaint, a
+    refund or a warranty said (a chain snapped a week after the shop fitted it is one)."""
+    assert hints.hint(line) in CONSENT["transfer_to_human"]
+    engine = ScriptedEngine(tok, call(tok, "transfer_to_human", reason="complaint"),
+                            say(tok, "What day suits?"))  # fmt: skip
+    agent = Agent(engine, tok, PACK, shop, hints=hints, consent=CONSENT)
+    reply = run(agent.respond(line))
+    if runs:
+        assert reply.kind is ReplyKind.TRANSFER and not reply.degrades
+    else:
+        assert (reply.kind, reply.text) == (ReplyKind.SAY, "What day suits?")
+        assert "do not ask for it" in reply.degrades[0].detail
+
+
 def test_a_transfer_from_a_lines_last_clause_needs_a_person_asked_for(
     tok: TextTokenizer, shop: ShopContext, hints: CallerHints
 ) -> None:

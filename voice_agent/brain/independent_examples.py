@@ -30,6 +30,7 @@ from dataclasses import replace
 
 from tools.bike_shop.catalogue import PRODUCTS
 from tools.bike_shop.pack import GOODBYE_SAID
+from tools.bike_shop.readbacks import READBACKS
 from voice_agent.brain import callers, lines
 from voice_agent.brain.dialogues import EFFORT_WEIGHTS, Dialogue, Example, Intent, Thought
 from voice_agent.brain.heard import REPEAT_THOUGHT
@@ -260,11 +261,10 @@ def mid_call_examples(
 EXIT_SHARES = {"end": 0.4, "transfer": 0.2}
 """Per simulated dialogue, the chance that one of its mid-call caller lines is replaced by
 an independent goodbye, or by a request for a person."""
-_READ_BACK_ASKED = re.compile(
-    r"(shall i book that|is that right|shall i put (?:it|them) aside)\?\s*$", re.IGNORECASE
-)
-"""An agent line that reads a write back and waits for a yes: a goodbye after it may be
-that yes ("nice one, thanks, bye"), so no goodbye stands in there."""
+_READ_BACK_ENDS = tuple(sorted({t.pieces[-1] for t in READBACKS if isinstance(t.pieces[-1], str)}))
+"""How the read-backs end ("Shall I book that?"): an agent line that reads a write back
+waits for a yes, and a goodbye after it may be that yes ("nice one, thanks, bye"), so no
+goodbye stands in there."""
 _NOT_ONLY_GOODBYE = re.compile(
     r"\b(?:yes|yeah|yep|yup|ok|okay|sure|right|book|hold|reserve|cancel|aside|person|"
     r"someone|\w+day)\b|\d",
@@ -321,10 +321,10 @@ def exit_examples(
             action = AgentCall("end_call", {})
         else:
             case = rng.choice(transfers)
-            reason = case.reason or "caller asked"
-            line, intent = case.line, Intent.TRANSFER
-            action = AgentCall("transfer_to_human", {"reason": reason})
-            thought = Thought("hand over", f"This needs a person: {reason}.")
+            line = case.line
+            answer = _answer(case)
+            assert answer is not None  # a transfer line always has one
+            action, thought, intent = answer
         history = (*example.history[:-1], CallerTurn(spoken_digits(line.strip())))
         out.append(replace(example, dialogue_id=f"{example.dialogue_id}+{kind}",
                            history=history, reasoning=thought.at(example.effort),
@@ -342,4 +342,4 @@ def _exit_place(example: Example) -> bool:
     if isinstance(action, AgentCall) and action.tool in ("end_call", "transfer_to_human"):
         return False
     said = [t for t in history[:-1] if isinstance(t, AgentSay)]
-    return not (said and _READ_BACK_ASKED.search(said[-1].text))
+    return not (said and said[-1].text.endswith(_READ_BACK_ENDS))

@@ -81,7 +81,6 @@ LEADING_CUE = re.compile(
 """A cue that opens a short answer ("it's rachel green")."""
 SHORT_ANSWER_WORDS = 5
 """A line of at most this many words that is only a name may have common words in it."""
-NEVER_IN_A_SHORT_NAME = frozenset({"here", "speaking", "bye", "goodbye", "mate", "then"})
 
 
 @cache
@@ -160,6 +159,11 @@ def _runs(line: str, closed: frozenset[str] | set[str]) -> list[tuple[str, int]]
     return out
 
 
+_NEVER_IN_A_SHORT_NAME = ANSWER_WORDS | FUNCTION_WORDS | NOT_NAMES | COURTESY | CUE_NOISE | {
+    "here", "speaking", "bye", "goodbye", "mate", "then"}  # fmt: skip
+"""Common words that are no part of a name in a short line that is only one."""
+
+
 def _only_a_name(
     line: str, part: tuple[int, int], closed: frozenset[str] | set[str]
 ) -> tuple[str, int] | None:
@@ -179,10 +183,10 @@ def _only_a_name(
     named = [_name_word(w, line, closed) for w in words]
     if all(named) or not any(named):
         return None  # read word by word: a name alone, or no name at all
-    stop = ANSWER_WORDS | FUNCTION_WORDS | NOT_NAMES | COURTESY | CUE_NOISE | closed
     for word, is_name in zip(words, named, strict=True):
         lower = word.group().lower()
-        if not is_name and (lower in stop | NEVER_IN_A_SHORT_NAME or CONTRACTION.search(lower)):
+        if not is_name and (lower in _NEVER_IN_A_SHORT_NAME or lower in closed
+                            or CONTRACTION.search(lower)):  # fmt: skip
             return None
     return line[words[0].start() : words[-1].end()], CUED if cue is not None else ALONE
 

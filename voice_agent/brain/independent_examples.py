@@ -316,6 +316,7 @@ def exit_examples(
         if not places:
             continue
         example = rng.choice(places)
+        action: AgentAction
         if kind == "end":
             line, thought, intent = rng.choice(goodbyes), GOODBYE, Intent.CHITCHAT
             action = AgentCall("end_call", {})
